@@ -1,0 +1,308 @@
+// Package tokenize holds gload's tokenizer engine and the `gload tokenize` pipeline.
+//
+// The engine (this package and its subpackages spec, normalize, pretok, model, decode) reads a Hugging Face
+// tokenizer.json as it is and encodes text token-for-token as Hugging Face tokenizers 0.23.2 does, in pure Go.
+// The pipeline (subpackages corpus and build) turns corpora into gload dataset directories.
+//
+// The engine must not know about corpora, Arrow or the dataset format; it is a library other parts call.
+//
+// # Text that is not valid UTF-8
+//
+// Encode replaces every ill-formed byte sequence with U+FFFD, one replacement per maximal ill-formed subpart, exactly
+// as Python's bytes.decode("utf-8", errors="replace") does, and then encodes the result.
+//
+// # Caveats
+//
+// A Tokenizer is immutable after Load and safe for concurrent use. Slices returned by Encode belong to the caller.
+package tokenize
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gload/gload/tokenize/decode"
+	"github.com/gload/gload/tokenize/model"
+	"github.com/gload/gload/tokenize/normalize"
+	"github.com/gload/gload/tokenize/pretok"
+	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/utf8fix"
+)
+
+// Errors returned by Load.
+var (
+	ErrUnsupported = spec.ErrUnsupported
+	ErrInvalid     = errors.New("tokenizer: invalid tokenizer.json")
+)
+
+// Options change how a tokenizer.json is applied.
+type Options struct {
+	// SplitSpecialTokens treats the text of special tokens (e.g. "<|endoftext|>", "[MASK]") found in the input as
+	// plain text instead of mapping it to the special token's id — what pre-training pipelines usually want. Off by
+	// default, as in Hugging Face (`split_special_tokens=False`), so the default gives HF's ids.
+	SplitSpecialTokens bool
+}
+
+// Tokenizer is a loaded tokenizer.json. Safe for concurrent use.
+type Tokenizer struct {
+	normalizer normalize.Normalizer
+	pre        pretok.PreTokenizer
+	model      model.Model
+	post       postProcessor
+	decoder    decode.Decoder
+	added      *addedVocab
+	hash       string
+	pool       sync.Pool // *session
+	warnings   []string
+}
+
+// session is the per-goroutine scratch state of Encode.
+type session struct {
+	enc   model.Encoder
+	words []string
+	raw   []piece
+	norm  []piece
+}
+
+// Load reads a tokenizer.json (plain or gzip-compressed, by content) with default options.
+func Load(path string) (*Tokenizer, error) { return LoadWith(path, Options{}) }
+
+// LoadWith reads a tokenizer.json (plain or gzip-compressed) with opts.
+func LoadWith(path string, opts Options) (*Tokenizer, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := FromBytes(data, opts)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	return tok, nil
+}
+
+// ReadFile returns the bytes of a tokenizer.json file, gunzipping it when it is gzip-compressed.
+func ReadFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read tokenizer: %w", err)
+	}
+	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("read tokenizer %s: %w", path, err)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, fmt.Errorf("read tokenizer %s: gunzip: %w", path, err)
+		}
+		data = plain
+	}
+	return data, nil
+}
+
+type fileJSON struct {
+	Version       string           `json:"version"`
+	Truncation    json.RawMessage  `json:"truncation"`
+	Padding       json.RawMessage  `json:"padding"`
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	Model         json.RawMessage  `json:"model"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+}
+
+// FromBytes builds a Tokenizer from the bytes of a tokenizer.json.
+func FromBytes(data []byte, opts Options) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if spec.IsNull(f.Model) {
+		return nil, fmt.Errorf("%w: no \"model\"", ErrInvalid)
+	}
+	t := &Tokenizer{}
+	sum := sha256.Sum256(data)
+	t.hash = hex.EncodeToString(sum[:])
+	if opts.SplitSpecialTokens {
+		t.hash += "+split-special"
+	}
+	var err error
+	if t.normalizer, err = normalize.FromJSON(f.Normalizer, "normalizer"); err != nil {
+		return nil, err
+	}
+	var info pretok.Info
+	if t.pre, info, err = pretok.FromJSON(f.PreTokenizer, "pre_tokenizer"); err != nil {
+		return nil, err
+	}
+	if t.model, err = model.FromJSON(f.Model, "model", model.Options{ByteLevel: info.ByteLevel}); err != nil {
+		return nil, err
+	}
+	if t.post, err = postFromJSON(f.PostProcessor, "post_processor", t); err != nil {
+		return nil, err
+	}
+	if t.decoder, err = decode.FromJSON(f.Decoder, "decoder"); err != nil {
+		return nil, err
+	}
+	if t.added, err = newAddedVocab(f.AddedTokens, t.normalizer, opts.SplitSpecialTokens); err != nil {
+		return nil, err
+	}
+	if !spec.IsNull(f.Truncation) {
+		t.warnings = append(t.warnings, "tokenizer.json sets \"truncation\": gload does not apply it (use --max-length)")
+	}
+	if !spec.IsNull(f.Padding) {
+		t.warnings = append(t.warnings, "tokenizer.json sets \"padding\": gload does not apply it (batches are padded by the server)")
+	}
+	t.pool.New = func() any { return &session{enc: t.model.NewEncoder()} }
+	return t, nil
+}
+
+// Hash identifies the tokenizer: the SHA-256 of its tokenizer.json bytes (after gunzip), plus options that change ids.
+func (t *Tokenizer) Hash() string { return t.hash }
+
+// Warnings lists parts of the tokenizer.json that gload deliberately does not apply.
+func (t *Tokenizer) Warnings() []string { return t.warnings }
+
+// VocabSize is the size of the vocabulary including added tokens.
+func (t *Tokenizer) VocabSize() int {
+	n := t.model.VocabSize()
+	for _, a := range t.added.tokens {
+		if int(a.id) >= n {
+			n = int(a.id) + 1
+		}
+	}
+	return n
+}
+
+// TokenToID looks a token up among added tokens, then in the model vocabulary.
+func (t *Tokenizer) TokenToID(token string) (int32, bool) {
+	if id, ok := t.added.byContent[token]; ok {
+		return id, true
+	}
+	return t.model.TokenToID(token)
+}
+
+// IDToToken returns the string of a token id.
+func (t *Tokenizer) IDToToken(id int32) (string, bool) {
+	if a, ok := t.added.byID[id]; ok {
+		return a.content, true
+	}
+	return t.model.IDToToken(id)
+}
+
+// Encode tokenizes text without special tokens, like HF `encode(text, add_special_tokens=False).ids`.
+func (t *Tokenizer) Encode(text string) []int32 { return t.AppendEncode(nil, text, false) }
+
+// EncodeSpecial tokenizes text and applies the post-processor (BOS, [CLS] ... [SEP]), like HF `encode(text).ids`.
+func (t *Tokenizer) EncodeSpecial(text string) []int32 { return t.AppendEncode(nil, text, true) }
+
+// AppendEncode appends the ids of text to dst. addSpecial applies the post-processor.
+func (t *Tokenizer) AppendEncode(dst []int32, text string, addSpecial bool) []int32 {
+	text, _ = utf8fix.ToValidUTF8(text)
+	s := t.pool.Get().(*session)
+	start := len(dst)
+	dst = t.encodeSequence(s, dst, text)
+	t.pool.Put(s)
+	if addSpecial && t.post != nil {
+		dst = t.post.apply(dst, start)
+	}
+	return dst
+}
+
+func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32 {
+	s.raw = t.added.split(s.raw[:0], text, false)
+	for _, p := range s.raw {
+		if p.id >= 0 {
+			dst = append(dst, p.id)
+			continue
+		}
+		normalized := p.text
+		if t.normalizer != nil {
+			normalized = t.normalizer.Normalize(normalized)
+		}
+		s.norm = t.added.split(s.norm[:0], normalized, true)
+		for _, q := range s.norm {
+			if q.id >= 0 {
+				dst = append(dst, q.id)
+				continue
+			}
+			if t.pre == nil {
+				dst = s.enc.Encode(q.text, dst)
+				continue
+			}
+			s.words = t.pre.Split(q.text, s.words[:0])
+			for _, w := range s.words {
+				dst = s.enc.Encode(w, dst)
+			}
+		}
+	}
+	clear(s.words)
+	clear(s.raw)
+	clear(s.norm)
+	return dst
+}
+
+// EncodeBatch tokenizes every text on all cores; out[i] holds the ids of texts[i].
+func (t *Tokenizer) EncodeBatch(texts []string, addSpecial bool) [][]int32 {
+	return t.EncodeBatchWorkers(texts, addSpecial, runtime.GOMAXPROCS(0))
+}
+
+// EncodeBatchWorkers is EncodeBatch with an explicit number of goroutines.
+func (t *Tokenizer) EncodeBatchWorkers(texts []string, addSpecial bool, workers int) [][]int32 {
+	out := make([][]int32, len(texts))
+	if workers < 1 {
+		workers = 1
+	}
+	if workers > len(texts) {
+		workers = len(texts)
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(texts) {
+					return
+				}
+				out[i] = t.AppendEncode(nil, texts[i], addSpecial)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Decode turns ids back into text through the tokenizer's decoder. skipSpecial drops special tokens.
+// Unknown ids are skipped.
+func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) string {
+	tokens := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if a, ok := t.added.byID[id]; ok {
+			if skipSpecial && a.special {
+				continue
+			}
+			tokens = append(tokens, a.content)
+			continue
+		}
+		if s, ok := t.model.IDToToken(id); ok {
+			tokens = append(tokens, s)
+		}
+	}
+	if t.decoder == nil {
+		return strings.Join(tokens, " ")
+	}
+	return strings.Join(t.decoder.Decode(tokens), "")
+}
