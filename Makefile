@@ -1,0 +1,42 @@
+# gload — build, demo and tests. The two commands a new machine needs:
+#   make demo   set up, build, and run the main job on the bundled example
+#   make test   set up and run every test (what .ci/run runs)
+
+GO        ?= go
+PYTHON    ?= .venv/bin/python
+BIN       := bin/gload
+export CGO_CFLAGS := -Wno-deprecated-declarations
+export GLOAD_PYTHON := $(abspath $(PYTHON))
+
+.PHONY: all setup build build-hf demo test test-go test-hf lint bench clean
+
+all: build
+
+setup:
+	scripts/setup.sh
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gload
+
+# The Rust-core engine (--engine hf) needs libtokenizers.a: scripts/build-libtokenizers.sh builds it.
+build-hf:
+	scripts/build-libtokenizers.sh
+	$(GO) build -tags hftokenizers -o bin/gload-hf ./cmd/gload
+
+demo: setup build
+	scripts/demo.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+test: setup lint
+	$(GO) test -count=1 ./...
+	SETUP_HF=1 scripts/setup.sh
+	$(GO) test -count=1 -tags hftokenizers ./tokenize/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./tokenize/...
+
+clean:
+	rm -rf bin build

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/bits"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/tokenize"
+)
+
+type inspectOptions struct {
+	g         *globalOptions
+	decode    []int
+	tokenizer string
+	engine    string
+}
+
+func newInspectCmd(g *globalOptions) *cobra.Command {
+	o := &inspectOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "inspect DIR",
+		Short: "Show what a dataset holds: samples, tokens, length histogram, shards, tokenizer",
+		Long: `Opens a dataset directory (written by gload tokenize or by Hugging Face save_to_disk) and prints its row and
+token counts, a histogram of row lengths, its shards and the hash of the tokenizer that wrote it. --decode N
+prints row N as ids and, with --tokenizer, as text.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.OutOrStdout(), args[0])
+		},
+	}
+	cmd.Flags().IntSliceVar(&o.decode, "decode", nil, "rows to print (ids, and text with --tokenizer)")
+	cmd.Flags().StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json for --decode")
+	cmd.Flags().StringVar(&o.engine, "engine", "go", "tokenizer engine for --decode")
+	return cmd
+}
+
+func (o *inspectOptions) run(w io.Writer, dir string) error {
+	ds, err := dataset.Open(dir, dataset.OpenOptions{Logger: o.g.logger()})
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+	lengths := ds.Lengths()
+	var total int64
+	minL, maxL := uint32(0), uint32(0)
+	for i, l := range lengths {
+		total += int64(l)
+		if i == 0 || l < minL {
+			minL = l
+		}
+		if l > maxL {
+			maxL = l
+		}
+	}
+	fmt.Fprintf(w, "dataset     %s\n", dir)
+	fmt.Fprintf(w, "rows        %d\n", ds.Len())
+	fmt.Fprintf(w, "tokens      %d\n", total)
+	if len(lengths) > 0 {
+		sorted := append([]uint32(nil), lengths...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		fmt.Fprintf(w, "length      min %d, median %d, mean %.1f, p99 %d, max %d\n", minL,
+			sorted[len(sorted)/2], float64(total)/float64(len(lengths)), sorted[(len(sorted)*99)/100], maxL)
+	}
+	fmt.Fprintf(w, "fingerprint %s\n", ds.Fingerprint())
+	if h := ds.TokenizerHash(); h != "" {
+		fmt.Fprintf(w, "tokenizer   %s\n", h)
+	} else {
+		fmt.Fprintf(w, "tokenizer   unknown (not written by gload)\n")
+	}
+	fmt.Fprintf(w, "shards\n")
+	for _, s := range ds.Shards() {
+		fmt.Fprintf(w, "  %-28s %10d rows %12d bytes %6d batches\n", s.Name, s.Rows, s.Bytes, s.Batches)
+	}
+	if len(lengths) > 0 {
+		fmt.Fprintf(w, "length histogram (rows per power-of-two bucket)\n")
+		writeHistogram(w, lengths)
+	}
+	if len(o.decode) == 0 {
+		return nil
+	}
+	var eng tokenize.Engine
+	if o.tokenizer != "" {
+		if eng, err = tokenize.LoadEngine(o.engine, o.tokenizer, tokenize.Options{}); err != nil {
+			return err
+		}
+		if h := ds.TokenizerHash(); h != "" && h != eng.Hash() {
+			fmt.Fprintf(w, "warning: %s is not the tokenizer that wrote this dataset (hash %s)\n", o.tokenizer, eng.Hash())
+		}
+	}
+	for _, n := range o.decode {
+		if n < 0 || n >= ds.Len() {
+			return fmt.Errorf("--decode %d: dataset has rows 0..%d", n, ds.Len()-1)
+		}
+		ids := ds.AppendTokens(nil, n)
+		fmt.Fprintf(w, "row %d: %d tokens\n  ids  %v\n", n, len(ids), ids)
+		if eng != nil {
+			fmt.Fprintf(w, "  text %q\n", eng.Decode(ids, false))
+		}
+	}
+	return nil
+}
+
+func writeHistogram(w io.Writer, lengths []uint32) {
+	var counts [33]int
+	top := 0
+	for _, l := range lengths {
+		b := bits.Len32(l)
+		counts[b]++
+		top = max(top, b)
+	}
+	peak := 0
+	for _, c := range counts {
+		peak = max(peak, c)
+	}
+	for b := 0; b <= top; b++ {
+		lo, hi := 0, 0
+		if b > 0 {
+			lo, hi = 1<<(b-1), (1<<b)-1
+		}
+		bar := strings.Repeat("#", (counts[b]*50+peak-1)/max(peak, 1))
+		fmt.Fprintf(w, "  %7d-%-7d %9d %s\n", lo, hi, counts[b], bar)
+	}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gload/gload/tokenize"
+	"github.com/gload/gload/tokenize/build"
+	"github.com/gload/gload/tokenize/corpus"
+)
+
+type tokenizeOptions struct {
+	g            *globalOptions
+	tokenizer    string
+	engine       string
+	out          string
+	format       string
+	docPer       string
+	textField    string
+	keepColumns  []string
+	addSpecial   bool
+	splitSpecial bool
+	appendEOS    bool
+	eosToken     string
+	maxLength    int
+	overflow     string
+	minLength    int
+	workers      int
+	shardSize    string
+	maxDocBytes  string
+	overwrite    bool
+	resume       bool
+	strict       bool
+	quiet        bool
+}
+
+func newTokenizeCmd(g *globalOptions) *cobra.Command {
+	o := &tokenizeOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "tokenize --tokenizer tokenizer.json --out DIR INPUT...",
+		Short: "Tokenize corpora into a Hugging Face-compatible, memory-mapped Arrow dataset",
+		Long: `Tokenizes every document of the inputs (files, directories, globs: JSONL/.json, optionally .gz or .zst;
+text with --format text; Parquet; Hugging Face save_to_disk directories) on all cores and writes a dataset
+directory that datasets.load_from_disk opens unchanged and gload serve serves.
+
+Rows equal Hugging Face's encode(text, add_special_tokens=False).ids unless --add-special-tokens is given.
+Output is byte-identical for any --workers. Bad documents (malformed JSON, missing or non-string text, empty,
+too large) are skipped, counted and the first few printed with file:line; --strict stops at the first one.
+A run that is killed leaves no complete-looking dataset; --resume continues after the last complete shard and
+ends byte-identical to an uninterrupted run.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json (plain or .json.gz)")
+	f.StringVar(&o.engine, "engine", "go", "tokenizer engine: go, or hf (binaries built with -tags hftokenizers)")
+	f.StringVar(&o.out, "out", "", "output dataset directory")
+	f.StringVar(&o.format, "format", "auto", "input format: auto (by extension), jsonl, text, parquet, hf")
+	f.StringVar(&o.docPer, "doc-per", "line", "with --format text: a document per line or per file")
+	f.StringVar(&o.textField, "text-field", "text", "field/column holding the text (dotted path for nested JSON)")
+	f.StringSliceVar(&o.keepColumns, "keep-columns", nil, "other fields to carry into the dataset as string columns")
+	f.BoolVar(&o.addSpecial, "add-special-tokens", false, "apply the tokenizer's post-processor (e.g. BOS)")
+	f.BoolVar(&o.splitSpecial, "split-special-tokens", false, "treat special-token text in documents as plain text")
+	f.BoolVar(&o.appendEOS, "append-eos", false, "append the EOS token to every document")
+	f.StringVar(&o.eosToken, "eos-token", "", "EOS token for --append-eos (default: eos_token of tokenizer_config.json beside the tokenizer)")
+	f.IntVar(&o.maxLength, "max-length", 0, "longest row in tokens (0: no limit); see --overflow")
+	f.StringVar(&o.overflow, "overflow", "truncate", "documents above --max-length: truncate, split or drop")
+	f.IntVar(&o.minLength, "min-length", 0, "skip rows shorter than this many tokens")
+	f.IntVar(&o.workers, "workers", runtime.NumCPU(), "tokenizing goroutines")
+	f.StringVar(&o.shardSize, "shard-size", "500MB", "bytes per shard (e.g. 500MB, 2GiB)")
+	f.StringVar(&o.maxDocBytes, "max-doc-bytes", "64MiB", "documents larger than this are skipped with a message")
+	f.BoolVar(&o.overwrite, "overwrite", false, "replace an existing dataset in --out")
+	f.BoolVar(&o.resume, "resume", false, "continue an interrupted run in --out")
+	f.BoolVar(&o.strict, "strict", false, "stop at the first bad document (exit 1) instead of skipping it")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	_ = cmd.MarkFlagRequired("tokenizer")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
+	shardSize, err := parseSize(o.shardSize)
+	if err != nil {
+		return fmt.Errorf("--shard-size: %w", err)
+	}
+	maxDoc, err := parseSize(o.maxDocBytes)
+	if err != nil {
+		return fmt.Errorf("--max-doc-bytes: %w", err)
+	}
+	eng, err := tokenize.LoadEngine(o.engine, o.tokenizer, tokenize.Options{SplitSpecialTokens: o.splitSpecial})
+	if err != nil {
+		return err
+	}
+	log := o.g.logger()
+	if t, ok := eng.(*tokenize.Tokenizer); ok {
+		for _, w := range t.Warnings() {
+			log.Warn(w)
+		}
+	}
+	opts := build.Options{
+		Inputs: inputs,
+		Out:    o.out,
+		Corpus: corpus.Options{
+			Format:      o.format,
+			DocPer:      o.docPer,
+			TextField:   o.textField,
+			KeepColumns: o.keepColumns,
+			MaxDocBytes: maxDoc,
+		},
+		Engine:           eng,
+		AddSpecialTokens: o.addSpecial,
+		MaxLength:        o.maxLength,
+		Overflow:         build.Overflow(o.overflow),
+		MinLength:        o.minLength,
+		Workers:          o.workers,
+		ShardSize:        shardSize,
+		Overwrite:        o.overwrite,
+		Resume:           o.resume,
+		Strict:           o.strict,
+		Logger:           log,
+	}
+	if o.appendEOS {
+		id, err := eosID(eng, o.tokenizer, o.eosToken)
+		if err != nil {
+			return err
+		}
+		opts.AppendEOS, opts.EOSID = true, id
+	}
+	if !o.quiet {
+		opts.Progress = cmd.ErrOrStderr()
+	}
+	sum, err := build.Run(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	printSummary(cmd.OutOrStdout(), sum)
+	return nil
+}
+
+func printSummary(w io.Writer, s build.Summary) {
+	secs := s.Wall.Seconds()
+	fmt.Fprintf(w, "dataset    %s\n", s.Out)
+	fmt.Fprintf(w, "documents  %d read, %d rows written, %d skipped\n", s.Documents, s.Rows, s.SkippedTotal())
+	reasons := make([]string, 0, len(s.Skipped))
+	for r := range s.Skipped {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		fmt.Fprintf(w, "  skipped  %-18s %d\n", r+":", s.Skipped[r])
+	}
+	if s.InvalidUTF8 > 0 {
+		fmt.Fprintf(w, "  invalid UTF-8 replaced by U+FFFD in %d documents\n", s.InvalidUTF8)
+	}
+	if s.Truncated > 0 || s.Split > 0 {
+		fmt.Fprintf(w, "  over --max-length: %d truncated, %d split\n", s.Truncated, s.Split)
+	}
+	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
+	fmt.Fprintf(w, "shards     %d\n", s.Shards)
+	fmt.Fprintf(w, "wall time  %s", s.Wall.Round(1e6))
+	if s.Resumed {
+		fmt.Fprintf(w, " (this run, resumed)")
+	}
+	fmt.Fprintln(w)
+	if secs > 0 {
+		fmt.Fprintf(w, "throughput %.2f MB/s of text, %.0f docs/s, %.2fM tokens/s\n",
+			float64(s.InputBytes)/secs/1e6, float64(s.Documents)/secs, float64(s.Tokens)/secs/1e6)
+	}
+}
+
+// eosID resolves the EOS token: --eos-token, else eos_token from tokenizer_config.json beside the tokenizer.
+func eosID(eng tokenize.Engine, tokenizerPath, token string) (int32, error) {
+	if token == "" {
+		cfg := filepath.Join(filepath.Dir(tokenizerPath), "tokenizer_config.json")
+		data, err := os.ReadFile(cfg)
+		if os.IsNotExist(err) {
+			data, err = tokenize.ReadFile(cfg + ".gz")
+		}
+		if err != nil {
+			return 0, fmt.Errorf("--append-eos: no --eos-token given and no readable %s: %w", cfg, err)
+		}
+		var c struct {
+			EOS json.RawMessage `json:"eos_token"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return 0, fmt.Errorf("--append-eos: %s: %w", cfg, err)
+		}
+		var s string
+		var obj struct {
+			Content string `json:"content"`
+		}
+		switch {
+		case json.Unmarshal(c.EOS, &s) == nil && s != "":
+			token = s
+		case json.Unmarshal(c.EOS, &obj) == nil && obj.Content != "":
+			token = obj.Content
+		default:
+			return 0, fmt.Errorf("--append-eos: %s has no eos_token; pass --eos-token", cfg)
+		}
+	}
+	id, ok := eng.TokenToID(token)
+	if !ok {
+		return 0, fmt.Errorf("--append-eos: EOS token %q is not in the tokenizer's vocabulary", token)
+	}
+	return id, nil
+}
+
+// parseSize reads "500MB", "2GiB", "1048576" (bytes).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a positive size (e.g. 500MB, 2GiB)", s)
+	}
+	return int64(v * float64(mult)), nil
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds libtokenizers.a (github.com/daulet/tokenizers' Rust core, v1.22.1) from the module's own sources with
+# cargo, for the optional `hftokenizers` build tag. Output: build/libtokenizers/libtokenizers.a
+# Plain `go build` / `go test` never need it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=build/libtokenizers
+if [[ -f $out/libtokenizers.a && -z ${FORCE:-} ]]; then
+	echo "libtokenizers: $out/libtokenizers.a exists (FORCE=1 rebuilds)"
+	exit 0
+fi
+go mod download github.com/daulet/tokenizers
+src=$(go list -m -f '{{.Dir}}' github.com/daulet/tokenizers)
+work=build/libtokenizers-src
+rm -rf "$work"
+mkdir -p "$work" "$out"
+cp -r "$src"/. "$work"/
+chmod -R u+w "$work"
+(cd "$work" && cargo build --release --locked --quiet)
+cp "$work/target/release/libtokenizers.a" "$out/libtokenizers.a"
+echo "libtokenizers: built $out/libtokenizers.a"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets up everything the build, the demo and the tests need on a fresh Debian machine; safe to run again.
+#   - Go modules (go mod download)
+#   - a Python virtualenv in .venv with the pinned test packages (.ci/requirements.txt)
+#   - with SETUP_HF=1 (the default in CI): libtokenizers.a for the optional Rust-core engine (cargo)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: $1 is required but not installed" >&2; exit 1; }; }
+need go
+need python3
+go mod download
+if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import pyarrow, datasets, tokenizers, numpy, pytest' 2>/dev/null; then
+	python3 -m venv .venv
+	.venv/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements.txt
+fi
+if [[ ${SETUP_HF:-0} == 1 ]]; then
+	need cargo
+	scripts/build-libtokenizers.sh
+fi
+echo "setup: ready"

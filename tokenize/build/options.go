@@ -1,0 +1,97 @@
+// Package build is the `gload tokenize` pipeline: corpus records are read by one goroutine, extracted and
+// tokenized by N workers, and written in input order into dataset shards, so the output is byte-identical for any
+// number of workers. Shards are written under temporary names and renamed when complete; the dataset metadata is
+// written last, so a run killed at any moment never leaves something that looks like a complete dataset, and
+// --resume continues after the last complete shard.
+//
+// It must not know how shards are laid out on disk (package loader/dataset does) nor how files are parsed
+// (package corpus does).
+package build
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/gload/gload/tokenize"
+	"github.com/gload/gload/tokenize/corpus"
+)
+
+// Overflow says what happens to a document longer than MaxLength tokens.
+type Overflow string
+
+// Overflow policies.
+const (
+	OverflowTruncate Overflow = "truncate" // keep the first MaxLength tokens
+	OverflowSplit    Overflow = "split"    // cut into rows of MaxLength tokens (the last one shorter)
+	OverflowDrop     Overflow = "drop"     // skip the document, counted
+)
+
+// Options configure one tokenize run.
+type Options struct {
+	Inputs []string       // files, directories and globs
+	Out    string         // dataset directory
+	Corpus corpus.Options // format, text field, kept columns, max document size
+
+	Engine           tokenize.Engine
+	AddSpecialTokens bool  // apply the tokenizer's post-processor
+	AppendEOS        bool  // append EOSID to every document
+	EOSID            int32 // with AppendEOS
+	MaxLength        int   // 0: no limit
+	Overflow         Overflow
+	MinLength        int // rows shorter than this are skipped (counted); 0 keeps everything but empty rows
+
+	Workers      int   // tokenizing goroutines; <= 0 means 1
+	ShardSize    int64 // bytes per shard before a new one starts
+	RowsPerBatch int   // Arrow record batch rows (default 1000)
+
+	Overwrite bool // replace an existing dataset directory
+	Resume    bool // continue an interrupted run in Out
+	Strict    bool // stop at the first bad document instead of skipping it
+
+	Logger   *slog.Logger  // nil discards
+	Progress io.Writer     // live progress (terminal bar when it is a terminal, periodic lines otherwise); nil: none
+	Interval time.Duration // progress line interval when Progress is not a terminal (default 10 s)
+}
+
+func (o *Options) validate() error {
+	if len(o.Inputs) == 0 {
+		return fmt.Errorf("tokenize: no inputs")
+	}
+	if o.Out == "" {
+		return fmt.Errorf("tokenize: no output directory")
+	}
+	if o.Engine == nil {
+		return fmt.Errorf("tokenize: no tokenizer")
+	}
+	if o.Overwrite && o.Resume {
+		return fmt.Errorf("tokenize: --overwrite and --resume exclude each other")
+	}
+	switch o.Overflow {
+	case "":
+		o.Overflow = OverflowTruncate
+	case OverflowTruncate, OverflowSplit, OverflowDrop:
+	default:
+		return fmt.Errorf("tokenize: --overflow %q: want truncate, split or drop", o.Overflow)
+	}
+	if o.MaxLength < 0 || o.MinLength < 0 {
+		return fmt.Errorf("tokenize: --max-length and --min-length must not be negative")
+	}
+	if o.MaxLength > 0 && o.MinLength > o.MaxLength {
+		return fmt.Errorf("tokenize: --min-length %d exceeds --max-length %d", o.MinLength, o.MaxLength)
+	}
+	if o.Workers <= 0 {
+		o.Workers = 1
+	}
+	if o.ShardSize <= 0 {
+		o.ShardSize = 500 << 20
+	}
+	if o.RowsPerBatch <= 0 {
+		o.RowsPerBatch = 1000
+	}
+	if o.Interval <= 0 {
+		o.Interval = 10 * time.Second
+	}
+	return nil
+}

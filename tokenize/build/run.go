@@ -1,0 +1,414 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/tokenize/corpus"
+)
+
+// Chunking of the record stream: one job is at most chunkRecords records or chunkBytes bytes of input.
+const (
+	chunkRecords = 256
+	chunkBytes   = 1 << 20
+)
+
+// Stats counts what a run did. Counts are deterministic (the writer accumulates them in input order).
+type Stats struct {
+	Documents   int64            `json:"documents"`    // records read (including skipped ones)
+	Rows        int64            `json:"rows"`         // rows written
+	Tokens      int64            `json:"tokens"`       // tokens written
+	InvalidUTF8 int64            `json:"invalid_utf8"` // documents with ill-formed UTF-8, replaced by U+FFFD
+	Truncated   int64            `json:"truncated"`    // documents cut to --max-length
+	Split       int64            `json:"split"`        // documents split into several rows
+	Skipped     map[string]int64 `json:"skipped"`      // documents skipped, by reason
+	InputBytes  int64            `json:"input_bytes"`  // text bytes tokenized
+}
+
+func (s *Stats) skip(reason string) {
+	if s.Skipped == nil {
+		s.Skipped = make(map[string]int64)
+	}
+	s.Skipped[reason]++
+}
+
+// SkippedTotal sums the skipped documents.
+func (s *Stats) SkippedTotal() int64 {
+	var n int64
+	for _, v := range s.Skipped {
+		n += v
+	}
+	return n
+}
+
+// Summary is the result of a run.
+type Summary struct {
+	Stats
+	Shards  int
+	Out     string
+	Wall    time.Duration
+	Resumed bool
+}
+
+// item is one record's result: rows to write, or a skip.
+type item struct {
+	rows    [][]int32
+	cols    []string
+	skip    *corpus.Skip
+	reason  string // skip reason when the worker rejects the document (too long, too short, no tokens)
+	where   string // file:line for reason
+	invalid bool
+	trunc   bool
+	split   bool
+	text    int64
+	after   corpus.Position // reader position after this record
+}
+
+type chunk struct {
+	seq     int64
+	records []corpus.Record
+	after   []corpus.Position
+	items   []item
+	err     error
+}
+
+// Run tokenizes the inputs into a dataset directory. ctx cancellation stops it cleanly (completed shards stay,
+// resumable). On any error nothing under Out looks like a complete dataset.
+func Run(ctx context.Context, opts Options) (Summary, error) {
+	start := time.Now()
+	if err := opts.validate(); err != nil {
+		return Summary{}, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	plan, err := corpus.NewPlan(opts.Inputs, opts.Corpus)
+	if err != nil {
+		return Summary{}, err
+	}
+	st, err := prepareOut(&opts, plan)
+	if err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{Out: opts.Out, Resumed: st.resumed}
+	if st.j.Finished {
+		// Every record was written before the interruption; only finalizing remains.
+		if err := finalize(&opts, st); err != nil {
+			return sum, err
+		}
+		sum.Stats, sum.Shards, sum.Wall = st.j.Stats, len(st.j.Shards), time.Since(start)
+		return sum, nil
+	}
+	reader, err := plan.Open(st.j.Next)
+	if err != nil {
+		return sum, err
+	}
+	defer reader.Close()
+
+	w := &writer{opts: &opts, st: st, log: log}
+	prog := newProgress(opts.Progress, opts.Interval, plan.TotalBytes(), reader.BytesRead)
+	defer prog.stop()
+	w.prog = prog
+
+	g, gctx := errgroup.WithContext(ctx)
+	jobs := make(chan *chunk, 2*opts.Workers)
+	done := make(chan *chunk, 2*opts.Workers)
+	inflight := make(chan struct{}, 4*opts.Workers) // bounds memory: chunks read but not yet written
+	extract := corpus.NewExtractor(opts.Corpus)
+
+	g.Go(func() error { // reader: frames records into chunks
+		defer close(jobs)
+		var seq int64
+		for {
+			c := &chunk{seq: seq}
+			size := 0
+			for len(c.records) < chunkRecords && size < chunkBytes {
+				rec, err := reader.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				c.records = append(c.records, rec)
+				c.after = append(c.after, reader.Pos())
+				size += len(rec.Raw)
+			}
+			if len(c.records) == 0 {
+				return nil
+			}
+			select {
+			case inflight <- struct{}{}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			select {
+			case jobs <- c:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			seq++
+			if len(c.records) < chunkRecords && size < chunkBytes {
+				return nil // the reader hit EOF inside this chunk
+			}
+		}
+	})
+	var workersLeft atomic.Int32
+	workersLeft.Store(int32(opts.Workers))
+	for range opts.Workers {
+		g.Go(func() error {
+			defer func() {
+				if workersLeft.Add(-1) == 0 {
+					close(done)
+				}
+			}()
+			for c := range jobs {
+				w.tokenizeChunk(c, extract)
+				select {
+				case done <- c:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { // ordered writer
+		pending := make(map[int64]*chunk)
+		var next int64
+		for c := range done {
+			pending[c.seq] = c
+			for {
+				c, ok := pending[next]
+				if !ok {
+					break
+				}
+				delete(pending, next)
+				next++
+				if err := w.writeChunk(c); err != nil {
+					return err
+				}
+				<-inflight
+			}
+		}
+		if gctx.Err() != nil {
+			return gctx.Err()
+		}
+		if len(pending) != 0 {
+			return fmt.Errorf("tokenize: internal error: %d chunks never written", len(pending))
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		w.abort()
+		prog.stop()
+		return sum, err
+	}
+	if err := w.finish(); err != nil {
+		return sum, err
+	}
+	prog.stop()
+	if err := finalize(&opts, st); err != nil {
+		return sum, err
+	}
+	sum.Stats, sum.Shards, sum.Wall = st.j.Stats, len(st.j.Shards), time.Since(start)
+	return sum, nil
+}
+
+// tokenizeChunk extracts and tokenizes every record of c into c.items.
+func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
+	o := w.opts
+	c.items = make([]item, len(c.records))
+	for i, rec := range c.records {
+		it := &c.items[i]
+		it.after = c.after[i]
+		doc, skip := ex.Extract(rec)
+		if skip != nil {
+			it.skip = skip
+			continue
+		}
+		it.cols = doc.Cols
+		it.invalid = doc.InvalidUTF8
+		it.text = int64(len(doc.Text))
+		where := func() string { return fmt.Sprintf("%s:%d", w.st.plan.FileName(rec.File), rec.Line) }
+		if doc.Text == "" {
+			it.reason, it.where = "empty", where()
+			continue
+		}
+		ids, err := o.Engine.EncodeTo(nil, doc.Text, o.AddSpecialTokens)
+		if err != nil {
+			it.reason, it.where = "tokenizer error", where()+": "+err.Error()
+			continue
+		}
+		if o.AppendEOS {
+			ids = append(ids, o.EOSID)
+		}
+		if len(ids) == 0 {
+			it.reason, it.where = "no tokens", where()
+			continue
+		}
+		if o.MaxLength > 0 && len(ids) > o.MaxLength {
+			switch o.Overflow {
+			case OverflowTruncate:
+				ids = ids[:o.MaxLength:o.MaxLength]
+				it.trunc = true
+			case OverflowDrop:
+				it.reason, it.where = "too long", where()
+				continue
+			case OverflowSplit:
+				for len(ids) > 0 {
+					n := min(len(ids), o.MaxLength)
+					if n >= max(o.MinLength, 1) {
+						it.rows = append(it.rows, ids[:n:n])
+					}
+					ids = ids[n:]
+				}
+				it.split = true
+				if len(it.rows) == 0 {
+					it.reason, it.where = "too short", where()
+				}
+				continue
+			}
+		}
+		if len(ids) < o.MinLength {
+			it.reason, it.where = "too short", where()
+			continue
+		}
+		it.rows = [][]int32{ids}
+	}
+	c.records = nil // release raw input early
+}
+
+// writer appends rows to the current shard and cuts shards; it runs on one goroutine.
+type writer struct {
+	opts   *Options
+	st     *state
+	log    *slog.Logger
+	prog   *progress
+	cur    *dataset.ShardWriter
+	shown  int // skipped documents printed so far
+	closed sync.Once
+}
+
+const showSkips = 5
+
+func (w *writer) writeChunk(c *chunk) error {
+	o := w.opts
+	s := &w.st.j.Stats
+	for i := range c.items {
+		it := &c.items[i]
+		s.Documents++
+		if it.skip != nil || it.reason != "" {
+			reason, msg := it.reason, ""
+			if it.skip != nil {
+				reason, msg = it.skip.Reason.String(), it.skip.Error()
+			} else {
+				msg = fmt.Sprintf("%s: %s", it.where, reason)
+			}
+			if o.Strict {
+				return fmt.Errorf("tokenize: %s (--strict)", msg)
+			}
+			s.skip(reason)
+			if w.shown < showSkips {
+				w.log.Warn("document skipped", "reason", reason, "detail", msg)
+				w.shown++
+				if w.shown == showSkips {
+					w.log.Warn("further skipped documents are only counted")
+				}
+			}
+			w.st.j.Next = it.after
+			continue
+		}
+		if it.invalid {
+			s.InvalidUTF8++
+		}
+		if it.trunc {
+			s.Truncated++
+		}
+		if it.split {
+			s.Split++
+		}
+		s.InputBytes += it.text
+		for _, row := range it.rows {
+			if w.cur == nil {
+				sw, err := dataset.CreateShard(o.Out, len(w.st.j.Shards), w.st.wopts)
+				if err != nil {
+					return err
+				}
+				w.cur = sw
+			}
+			if err := w.cur.Append(row, it.cols); err != nil {
+				return err
+			}
+			s.Rows++
+			s.Tokens += int64(len(row))
+			w.prog.add(1, int64(len(row)))
+		}
+		w.st.j.Next = it.after
+		// Cut only between documents, so a shard boundary is a resumable input position.
+		if w.cur != nil && w.cur.Bytes() >= o.ShardSize {
+			if err := w.closeShard(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *writer) closeShard() error {
+	info, err := w.cur.Close()
+	w.cur = nil
+	if err != nil {
+		return err
+	}
+	w.st.j.Shards = append(w.st.j.Shards, info)
+	return w.st.save()
+}
+
+// finish closes the last shard and marks every record as written.
+func (w *writer) finish() error {
+	if w.cur != nil || len(w.st.j.Shards) == 0 {
+		if w.cur == nil { // an empty corpus still gives a (zero-row) dataset
+			sw, err := dataset.CreateShard(w.opts.Out, 0, w.st.wopts)
+			if err != nil {
+				return err
+			}
+			w.cur = sw
+		}
+		if err := w.closeShard(); err != nil {
+			return err
+		}
+	}
+	w.st.j.Finished = true
+	return w.st.save()
+}
+
+func (w *writer) abort() {
+	if w.cur != nil {
+		if err := w.cur.Abort(); err != nil {
+			w.log.Error("remove unfinished shard", "err", err)
+		}
+		w.cur = nil
+	}
+}
+
+func finalize(o *Options, st *state) error {
+	if err := dataset.Finalize(o.Out, st.j.Shards, st.wopts); err != nil {
+		return err
+	}
+	if err := os.Remove(st.journalPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("tokenize: remove %s: %w", st.journalPath(), err)
+	}
+	return nil
+}

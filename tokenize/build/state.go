@@ -1,0 +1,194 @@
+package build
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/tokenize/corpus"
+)
+
+// journalName is the resume journal: present only while a run is unfinished.
+const journalName = "gload.progress.json"
+
+const journalVersion = 1
+
+// journal records what an interrupted run had completed: its shards and where the input stands after them.
+type journal struct {
+	Version  int                 `json:"version"`
+	Config   string              `json:"config"` // hash of inputs and every option that changes the output
+	Shards   []dataset.ShardInfo `json:"shards"`
+	Next     corpus.Position     `json:"next"`
+	Stats    Stats               `json:"stats"`
+	Finished bool                `json:"finished"` // every record written; only Finalize remains
+}
+
+type state struct {
+	dir     string
+	plan    *corpus.Plan
+	j       journal
+	wopts   dataset.WriterOptions
+	resumed bool
+}
+
+func (s *state) journalPath() string { return filepath.Join(s.dir, journalName) }
+
+// save writes the journal atomically.
+func (s *state) save() error {
+	data, err := json.Marshal(&s.j)
+	if err != nil {
+		return fmt.Errorf("tokenize: journal: %w", err)
+	}
+	return writeFileAtomic(s.journalPath(), data)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("tokenize: write %s: %w", path, err)
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("tokenize: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("tokenize: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// configHash covers everything that changes the bytes of the output: the input files (name, size, mtime), the
+// tokenizer and every option.
+func configHash(o *Options, plan *corpus.Plan) string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(plan.Files())
+	_ = enc.Encode(o.Corpus)
+	_ = enc.Encode([]any{o.Engine.Hash(), o.AddSpecialTokens, o.AppendEOS, o.EOSID, o.MaxLength, o.Overflow,
+		o.MinLength, o.ShardSize, o.RowsPerBatch})
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// prepareOut checks the output directory against --overwrite/--resume and loads or starts the journal.
+func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
+	st := &state{dir: o.Out, plan: plan}
+	st.wopts = dataset.WriterOptions{
+		Columns:       o.Corpus.KeepColumns,
+		RowsPerBatch:  o.RowsPerBatch,
+		TokenizerHash: o.Engine.Hash(),
+	}
+	cfg := configHash(o, plan)
+	entries, err := os.ReadDir(o.Out)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if o.Resume {
+			return nil, fmt.Errorf("tokenize: --resume: %s does not exist", o.Out)
+		}
+		if err := os.MkdirAll(o.Out, 0o755); err != nil {
+			return nil, fmt.Errorf("tokenize: create %s: %w", o.Out, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("tokenize: output %s: %w", o.Out, err)
+	case len(entries) == 0:
+		if o.Resume {
+			return nil, fmt.Errorf("tokenize: --resume: %s is empty, nothing to resume", o.Out)
+		}
+	case o.Resume:
+		data, err := os.ReadFile(st.journalPath())
+		if errors.Is(err, os.ErrNotExist) {
+			if _, serr := os.Stat(filepath.Join(o.Out, "state.json")); serr == nil {
+				return nil, fmt.Errorf("tokenize: --resume: %s is already a complete dataset", o.Out)
+			}
+			return nil, fmt.Errorf("tokenize: --resume: %s has no %s (not an interrupted gload run)", o.Out, journalName)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tokenize: --resume: %w", err)
+		}
+		if err := json.Unmarshal(data, &st.j); err != nil {
+			return nil, fmt.Errorf("tokenize: --resume: %s is corrupt: %v", st.journalPath(), err)
+		}
+		if st.j.Version != journalVersion {
+			return nil, fmt.Errorf("tokenize: --resume: journal version %d, want %d", st.j.Version, journalVersion)
+		}
+		if st.j.Config != cfg {
+			return nil, fmt.Errorf("tokenize: --resume: the inputs, tokenizer or flags differ from the interrupted run; start again with --overwrite")
+		}
+		if err := removeStray(o.Out, st.j.Shards); err != nil {
+			return nil, err
+		}
+		st.resumed = true
+		return st, nil
+	case o.Overwrite:
+		if err := clearDataset(o.Out, entries); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("tokenize: output %s exists and is not empty (use --overwrite to replace it or --resume to continue an interrupted run)", o.Out)
+	}
+	st.j = journal{Version: journalVersion, Config: cfg}
+	if err := st.save(); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// isDatasetFile reports whether a directory entry is something a gload run writes.
+func isDatasetFile(name string) bool {
+	switch name {
+	case "state.json", "dataset_info.json", "gload.index", journalName:
+		return true
+	}
+	return strings.HasSuffix(name, ".arrow") || strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".arrow.")
+}
+
+// clearDataset removes what a previous run wrote; anything else in the directory makes --overwrite refuse.
+func clearDataset(dir string, entries []os.DirEntry) error {
+	for _, e := range entries {
+		if e.IsDir() || !isDatasetFile(e.Name()) {
+			return fmt.Errorf("tokenize: --overwrite: %s holds %s, which gload did not write; refusing to delete the directory", dir, e.Name())
+		}
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("tokenize: --overwrite: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeStray deletes shards and temporary files that the journal does not list (written after the last journal
+// save of the interrupted run); they are rewritten identically.
+func removeStray(dir string, keep []dataset.ShardInfo) error {
+	known := make(map[string]bool, len(keep))
+	for _, s := range keep {
+		known[s.Name] = true
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("tokenize: --resume: %w", err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if n == journalName || known[n] || !isDatasetFile(n) {
+			continue
+		}
+		if strings.HasPrefix(n, "data-") && strings.HasSuffix(n, ".arrow") {
+			continue // renamed by an interrupted Finalize; Finalize handles it
+		}
+		if err := os.Remove(filepath.Join(dir, n)); err != nil {
+			return fmt.Errorf("tokenize: --resume: remove %s: %w", n, err)
+		}
+	}
+	return nil
+}
