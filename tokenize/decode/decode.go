@@ -1,7 +1,15 @@
 // Package decode holds the tokenizer.json decoders (ByteLevel, Metaspace, WordPiece, BPEDecoder, ByteFallback,
-// Fuse, Strip, Replace, CTC, Sequence) that turn token strings back into text, as Hugging Face tokenizers does.
+// Fuse, Strip, Replace, CTC, Sequence) that turn token strings back into text, as Hugging Face tokenizers 0.23.2
+// does (checked against its decode output in testdata).
 //
 // It must not know about models, normalizers or the dataset format.
+//
+// # Caveats
+//
+// Decode never modifies its argument; its result may share strings with it. Where HF panics (BPEDecoder on no
+// tokens, a Strip decoder that cuts more than the token holds) Decode returns the empty result instead. Invalid
+// UTF-8 from byte-level or byte-fallback tokens becomes U+FFFD the way Rust's String::from_utf8_lossy does it
+// (one per maximal subpart), not the way Go's strings.ToValidUTF8 does.
 package decode
 
 import "encoding/json"

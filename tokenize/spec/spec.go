@@ -5,6 +5,7 @@
 package spec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,17 +49,8 @@ func Invalid(path, format string, args ...any) error {
 
 // IsNull reports whether raw is absent or the JSON literal null.
 func IsNull(raw json.RawMessage) bool {
-	if len(raw) == 0 {
-		return true
-	}
-	for _, c := range raw {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		}
-		return string(raw[len(raw)-4:]) == "null" && c == 'n'
-	}
-	return true
+	trimmed := bytes.TrimSpace(raw)
+	return len(trimmed) == 0 || string(trimmed) == "null"
 }
 
 // TypeOf reads the "type" field of a component object.

@@ -1,0 +1,70 @@
+package bucket
+
+// PerRank returns how many batches each of world ranks gets once start
+// global batches have been consumed: the remaining R = Len()−start batches
+// (0 when start ≥ Len()) divided by world, rounded down under drop and up
+// under wrap. It returns 0 for world < 1.
+func (p *Plan) PerRank(start, world int) int {
+	if world < 1 || start < 0 {
+		return 0
+	}
+	rem := max(p.nbatch-start, 0)
+	if p.cfg.Remainder == Wrap {
+		return (rem + world - 1) / world
+	}
+	return rem / world
+}
+
+// Assign returns the global batch indices one consumer reads, in order, after
+// start global batches of the plan have been consumed (the resume state).
+//
+// The remaining positions start, start+1, … are dealt round-robin: position
+// start+j goes to rank j mod world as that rank's batch j div world, and
+// within a rank, worker w of workers (0 means 1) takes the rank's batches w,
+// w+workers, …, so round-robin over workers yields the rank's batches in
+// plan order. Every rank gets [Plan.PerRank] batches. Under drop the last
+// (Len()−start) mod world positions are dropped; under wrap the sequence goes
+// on past the end of the plan from its start, position q ≥ Len() being plan
+// batch q mod Len() (wrapped indices are real plan indices; with fewer
+// batches than ranks the plan repeats as often as needed). A start at or past
+// Len() leaves nothing.
+//
+// Resuming with another world or worker count is just another call with the
+// consumed count as start: the result is a function of (start, world) only,
+// so the positions consumed before (0 … start−1, all of them: a segment that
+// stops early never reaches its remainder) and the ones assigned after are
+// the whole epoch with nothing repeated. Under drop exactly the last
+// (Len()−start) mod world′ batches of the plan are missing, world′ being the
+// world size after the resume; under wrap the repeats are exactly the
+// wrapped positions. With lockstep ranks start is a multiple of the old world
+// size (steps × world), which rank_step in the wire protocol gives.
+func (p *Plan) Assign(start, rank, world, worker, workers int) ([]int, error) {
+	if start < 0 {
+		return nil, cfgErr("start", "must be >= 0, got %d", start)
+	}
+	if world < 1 || world > maxWorld {
+		return nil, cfgErr("world_size", "must be in [1, %d], got %d", maxWorld, world)
+	}
+	if rank < 0 || rank >= world {
+		return nil, cfgErr("rank", "must be in [0, %d), got %d", world, rank)
+	}
+	if workers == 0 {
+		workers = 1
+	}
+	if workers < 0 || workers > maxWorld {
+		return nil, cfgErr("num_workers", "must be in [0, %d], got %d", maxWorld, workers)
+	}
+	if worker < 0 || worker >= workers {
+		return nil, cfgErr("worker", "must be in [0, %d), got %d", workers, worker)
+	}
+	per := p.PerRank(start, world)
+	if worker >= per {
+		return []int{}, nil
+	}
+	out := make([]int, 0, (per-worker+workers-1)/workers)
+	for i := worker; i < per; i += workers {
+		q := start + rank + i*world
+		out = append(out, q%p.nbatch)
+	}
+	return out, nil
+}

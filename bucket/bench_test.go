@@ -1,0 +1,79 @@
+package bucket
+
+import (
+	"fmt"
+	"testing"
+)
+
+func BenchmarkPlan10M(b *testing.B) {
+	lengths := logNormalLengths(10_000_000, 400, 1, 32768, 1)
+	cfg := DefaultConfig()
+	cfg.BatchSize = 16
+	b.ReportAllocs()
+	b.SetBytes(int64(4 * len(lengths)))
+	for b.Loop() {
+		if _, err := NewPlan(lengths, "bench", 1, 0, cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPlanTokens1M(b *testing.B) {
+	lengths := logNormalLengths(1_000_000, 400, 1, 32768, 1)
+	cfg := DefaultConfig()
+	cfg.Policy = Tokens
+	cfg.TokenBudget = 65536
+	cfg.AutoBuckets = 8
+	b.ReportAllocs()
+	b.SetBytes(int64(4 * len(lengths)))
+	for b.Loop() {
+		if _, err := NewPlan(lengths, "bench", 1, 0, cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPack1M(b *testing.B) {
+	for _, split := range []bool{false, true} {
+		b.Run(fmt.Sprintf("split=%v", split), func(b *testing.B) {
+			lengths := logNormalLengths(1_000_000, 400, 1, 32768, 1)
+			cfg := Config{Policy: Packed, BatchSize: 8, SeqLen: 2048, SplitDocs: split}
+			b.ReportAllocs()
+			b.SetBytes(int64(4 * len(lengths)))
+			for b.Loop() {
+				if _, err := NewPlan(lengths, "bench", 1, 0, cfg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAutoBoundaries(b *testing.B) {
+	for _, n := range []int{100_000, 10_000_000} {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			lengths := logNormalLengths(n, 400, 1, 32768, 1)
+			b.ReportAllocs()
+			b.SetBytes(int64(4 * len(lengths)))
+			for b.Loop() {
+				AutoBoundaries(lengths, 8, 8)
+			}
+		})
+	}
+}
+
+func BenchmarkBatch(b *testing.B) {
+	lengths := logNormalLengths(100_000, 400, 1, 32768, 1)
+	cfg := DefaultConfig()
+	cfg.BatchSize = 16
+	p, err := NewPlan(lengths, "bench", 1, 0, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	g := 0
+	for b.Loop() {
+		p.Batch(g)
+		g = (g + 1) % p.Len()
+	}
+}

@@ -1,0 +1,68 @@
+// Package bucket plans epochs: it turns a dataset's per-row token lengths into
+// a deterministic sequence of batches — length-bucketed (Hugging Face
+// LengthGroupedSampler), token-budget (fairseq max_tokens) or packed
+// (first-fit-decreasing, Multipack) — and deals that sequence to ranks and
+// dataloader workers, including after an elastic resume.
+//
+// It is pure computation over lengths it is given: it must not import any
+// other gload package, do I/O, start goroutines or read clocks (DESIGN: bucket
+// and proto import nothing of ours). The loader reads lengths from the dataset
+// index, calls [NewPlan], and serves [Plan.Assign]'s batch indices.
+//
+// # Determinism
+//
+// A plan is a pure function of (fingerprint, lengths, seed, epoch, [Config]),
+// so every server of a multi-node job computes the same plan on its own. The
+// randomness is specified here so that it stays stable across Go versions and
+// machines, and golden files in testdata pin it:
+//
+//   - Each random stream (1: row shuffle, 2: batch-order shuffle, 3: packed-row
+//     shuffle) is seeded with the first 8 bytes, little-endian, of
+//     SHA-256("gload/bucket/v1" 0x00 ‖ u64le(len(fingerprint)) ‖ fingerprint ‖
+//     u64le(seed) ‖ u64le(epoch) ‖ u64le(stream)).
+//   - The generator is SplitMix64; bounded draws use Lemire's multiply-shift
+//     with rejection; shuffles are Fisher–Yates from the last element down.
+//   - Every sort is by a total order (length descending, then shuffled
+//     position), so results never depend on the sort algorithm.
+//
+// # Padding
+//
+// A batch's length L is its longest delivered row padded: rounded up to
+// PadMultiple (default 64), or to the smallest of the explicit Boundaries ≥
+// it (rows above the last boundary are truncated to it), or to automatic
+// boundaries ([AutoBoundaries] with K = AutoBuckets, multiples of 8, the
+// largest covering the longest row). Rows are truncated to MaxLength first.
+// An empty row pads like a one-token row, so no batch has L = 0. Packed
+// batches have L = SeqLen.
+//
+// # Warm-up
+//
+// With WarmupShapes (bucketed and tokens; packed plans have at most two
+// shapes and ignore it) the epoch opens with PlanWorld batches of every shape
+// that has at least PlanWorld batches, in [Plan.Shapes] order (Length
+// descending, then Rows descending): global batches i·PlanWorld …
+// (i+1)·PlanWorld−1 all have the i-th such shape, so with world size
+// PlanWorld every rank meets every frequent shape, longest first, in its first
+// steps. A job running with another world size still gets the same plan; only
+// the per-rank guarantee is lost. Under tokens, partial batches at mega-batch
+// ends give shapes of their own; with PlanWorld 1 they are warmed too.
+//
+// # Remainder and resume
+//
+// See [Plan.Assign]: the only resume state is the number of global batches
+// consumed, and what is dropped or wrapped is a function of that number and
+// the world size of the segment being dealt.
+//
+// # Caveats
+//
+//   - A bucketed or tokens Plan keeps the lengths slice it was given (piece
+//     lengths are read from it on demand): do not modify it while the Plan is
+//     in use. Packed plans keep their own copy of piece starts and lengths.
+//   - [Plan.Batch] allocates a fresh Batch on each call; the caller owns it.
+//   - Memory: a bucketed plan holds 4 bytes per row plus about 16 bytes per
+//     batch; a packed plan 12 bytes per piece plus 4 per packed row. Planning
+//     needs transient memory of the same order (packed: about 3× that).
+//   - Rows are indexed by int32: at most 2^31−1 rows and pieces per plan.
+//   - [Plan.Batch] and [Plan.Shape] panic for an index outside [0, Len()),
+//     like a slice; everything else reports bad input as an error.
+package bucket

@@ -1,0 +1,46 @@
+// Package dataset holds the gload dataset directory format: the writer used by
+// `gload tokenize` and the zero-copy reader used by `gload serve`, so that the
+// two can never drift apart.
+//
+// A dataset is a directory that Hugging Face `datasets.load_from_disk` opens
+// unchanged:
+//
+//	data-00000-of-0000N.arrow   Arrow IPC stream files, uncompressed
+//	dataset_info.json           HF DatasetInfo (features)
+//	state.json                  HF state (_data_files, _fingerprint, ...)
+//	gload.index                 gload's sidecar: per-row token lengths, record
+//	                            batch offsets, tokenizer hash, shard fingerprint
+//
+// Writing: [CreateShard] writes one shard under a temporary name and renames it
+// to "shard-NNNNN.arrow" on [ShardWriter.Close]; [Finalize] turns complete
+// shards into a dataset (renames, JSON files, gload.index last). Both are
+// crash-safe: no half-written file ever carries a final name, and Finalize can
+// be re-run after a crash at any point ([RecoverShards] rebuilds the shard list
+// from the files when the caller lost it).
+//
+// Reading: [Open] memory-maps every shard and serves rows without copying token
+// data. With a valid gload.index it touches no token data at all (lengths come
+// from the index, record batches are decoded lazily on first use). It also
+// opens datasets written by Hugging Face itself (input_ids as list, large_list
+// or fixed_size_list of any integer width, any batch size, extra columns of any
+// type). The Arrow IPC framing and flatbuffer metadata are parsed by this
+// package with every offset bounds-checked: a corrupt file yields an error that
+// names the file, the batch and what is wrong, never a panic and never
+// garbage tokens.
+//
+// The package touches only the dataset directory it is given; it owns no
+// goroutines after a call returns and keeps no global state.
+//
+// # Caveats
+//
+// Slices returned by [Dataset.Tokens] point into the memory map: they are
+// read-only and valid until [Dataset.Close]. Close must not run concurrently
+// with other methods; every other method of [Dataset] is safe for concurrent
+// use. Shard files must not be truncated or rewritten while a Dataset has them
+// open (a shrinking mapped file faults on access); gload itself only ever
+// replaces files by rename, which is safe.
+//
+// gload.index records each shard's mtime, so it is the one file of a dataset
+// that is not byte-identical between two runs over the same input; shards,
+// dataset_info.json and state.json are.
+package dataset

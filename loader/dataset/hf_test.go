@@ -1,0 +1,140 @@
+package dataset
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// foreignFixture is testdata/hf/<name>/expected.json.
+type foreignFixture struct {
+	IDs       [][]int64            `json:"input_ids"` // nil row: null list
+	Columns   map[string][]*string `json:"columns"`
+	ErrorRows []int                `json:"error_rows"`
+}
+
+var foreignFixtures = []struct {
+	name     string
+	idsTypes []string
+	zeroCopy bool
+}{
+	{"hf_int64_3shards", []string{"list<int64>", "list<int64>", "list<int64>"}, false},
+	{"hf_uint16_large", []string{"large_list<uint16>", "large_list<uint16>"}, false},
+	{"hf_fixed_int32", []string{"fixed_size_list<int32, 4>"}, true},
+	{"pa_mixed", []string{"list<int32>"}, true},
+	{"pa_uint32_big", []string{"list<uint32>", "list<uint32>"}, false},
+}
+
+// checkForeign opens a dataset written by Hugging Face datasets or pyarrow and
+// compares it with its expected.json.
+func checkForeign(t *testing.T, dir string, idsTypes []string, zeroCopy bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want foreignFixture
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(dir, OpenOptions{}) // no WriteIndex: leave testdata alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Len() != len(want.IDs) {
+		t.Fatalf("Len = %d, want %d", d.Len(), len(want.IDs))
+	}
+	if d.ZeroCopy() != zeroCopy {
+		t.Errorf("ZeroCopy = %v", d.ZeroCopy())
+	}
+	var types []string
+	for _, s := range d.Shards() {
+		types = append(types, s.IDsType)
+	}
+	if !slices.Equal(types, idsTypes) {
+		t.Errorf("IDsType = %v, want %v", types, idsTypes)
+	}
+	var buf []int32
+	for i, w := range want.IDs {
+		if d.Length(i) != len(w) {
+			t.Fatalf("Length(%d) = %d, want %d", i, d.Length(i), len(w))
+		}
+		buf, err = d.AppendTokens(buf[:0], i)
+		if slices.Contains(want.ErrorRows, i) {
+			if !errors.Is(err, ErrUnsupported) {
+				t.Errorf("AppendTokens(%d) = %v, want an int32 range error", i, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("AppendTokens(%d): %v", i, err)
+		}
+		got := make([]int64, len(buf))
+		for j, x := range buf {
+			got[j] = int64(x)
+		}
+		if len(w) == 0 {
+			w = []int64{}
+		}
+		if !slices.Equal(got, w) {
+			t.Fatalf("AppendTokens(%d) = %v, want %v", i, got, w)
+		}
+		v, err := d.Tokens(i)
+		if zeroCopy && (err != nil || len(v) != len(w)) {
+			t.Errorf("Tokens(%d) = %v, %v", i, v, err)
+		}
+		if !zeroCopy && !errors.Is(err, ErrNotZeroCopy) {
+			t.Errorf("Tokens(%d) = %v, want ErrNotZeroCopy", i, err)
+		}
+		for name, col := range want.Columns {
+			s, ok, err := d.Column(name, i)
+			if err != nil || ok != (col[i] != nil) || (ok && s != *col[i]) {
+				t.Errorf("Column(%q, %d) = %q, %v, %v; want %v", name, i, s, ok, err, col[i])
+			}
+		}
+	}
+}
+
+func TestForeignDatasets(t *testing.T) {
+	for _, fx := range foreignFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			checkForeign(t, filepath.Join("testdata", "hf", fx.name), fx.idsTypes, fx.zeroCopy)
+		})
+	}
+	t.Run("other_column_types", func(t *testing.T) {
+		d, err := Open(filepath.Join("testdata", "hf", "pa_mixed"), OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if got := d.Columns(); !slices.Equal(got, []string{"meta", "tags", "view", "text"}) {
+			t.Errorf("Columns = %v", got)
+		}
+		for _, c := range []string{"meta", "tags", "view"} {
+			if _, _, err := d.Column(c, 0); !errors.Is(err, ErrNoColumn) {
+				t.Errorf("Column(%q) = %v, want ErrNoColumn", c, err)
+			}
+		}
+	})
+}
+
+// TestForeignDatasetsFresh regenerates the fixtures with the installed
+// datasets/pyarrow (GLOAD_PYTHON) and checks them the same way, so a new
+// Hugging Face release that writes differently is noticed.
+func TestForeignDatasetsFresh(t *testing.T) {
+	py := pythonPath(t)
+	out := t.TempDir()
+	if b, err := exec.Command(py, "testdata/make_hf_fixtures.py", out).CombinedOutput(); err != nil {
+		t.Fatalf("make_hf_fixtures.py: %v\n%s", err, b)
+	}
+	for _, fx := range foreignFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			checkForeign(t, filepath.Join(out, fx.name), fx.idsTypes, fx.zeroCopy)
+		})
+	}
+}

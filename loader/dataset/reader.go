@@ -1,0 +1,557 @@
+package dataset
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// OpenOptions control Open.
+type OpenOptions struct {
+	// RebuildIndex ignores gload.index and rebuilds it by scanning the shards.
+	RebuildIndex bool
+	// WriteIndex stores a rebuilt index in the directory (atomically). A
+	// failure to write it, e.g. in a read-only directory, is logged, not returned.
+	WriteIndex bool
+	// Logger receives rebuild notices; nil discards them.
+	Logger *slog.Logger
+}
+
+// ShardStat describes one open shard.
+type ShardStat struct {
+	Name    string
+	Rows    int64
+	Tokens  int64
+	Bytes   int64
+	Batches int    // record batches holding rows
+	IDsType string // Arrow type of input_ids, e.g. "list<int32>"
+}
+
+// Dataset is an open dataset directory. All methods but Close are safe for
+// concurrent use.
+type Dataset struct {
+	dir       string
+	shards    []*shard
+	starts    []int64 // starts[k] is the global index of shard k's first row; len(shards)+1 entries
+	lengths   []uint32
+	tokHash   string
+	fp        uint64
+	columns   []string
+	closed    atomic.Bool
+	zeroCopy  bool
+	fromIndex bool
+}
+
+type shard struct {
+	name, path string
+	data       []byte
+	mapped     bool
+	size       int64
+	mtime      int64
+	footer     uint64
+	schema     *arrowSchema
+	ids        idsLayout
+	colIndex   map[string]int
+	firstMsg   int64 // offset of the first message after the schema
+	entry      ShardEntry
+	uniform    int64 // rows per batch when all batches but the last have the same size
+	cache      []atomic.Pointer[batchSlot]
+}
+
+type batchSlot struct {
+	b   *idsBatch
+	err error
+}
+
+// Open opens the dataset in dir: it reads state.json, memory-maps every shard
+// listed there and loads gload.index. A missing, corrupt or stale index (a
+// shard's size, mtime or footer bytes changed) is rebuilt by scanning the
+// stale shards' list offsets, never their token values.
+func Open(dir string, opts OpenOptions) (*Dataset, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	files, err := readState(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataset{dir: dir}
+	for _, name := range files {
+		sh, err := openShard(dir, name)
+		if err != nil {
+			return nil, errors.Join(err, d.Close())
+		}
+		d.shards = append(d.shards, sh)
+	}
+	var ix *Index
+	reason := "rebuild requested"
+	if !opts.RebuildIndex {
+		if ix, err = ReadIndex(dir); err != nil {
+			reason, ix = err.Error(), nil
+		}
+	}
+	if err := d.init(ix, reason, opts, log); err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
+	return d, nil
+}
+
+// readState returns the data file names listed in dir/state.json.
+func readState(dir string) ([]string, error) {
+	path := filepath.Join(dir, StateFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, derr := os.Stat(filepath.Join(dir, "dataset_dict.json")); derr == nil {
+			return nil, fmt.Errorf("open dataset %s: %w: it is a DatasetDict, open one of its splits", dir, ErrNotDataset)
+		}
+		return nil, fmt.Errorf("open dataset %s: %w: no %s", dir, ErrNotDataset, StateFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open dataset %s: %w", dir, err)
+	}
+	var st struct {
+		DataFiles *[]struct {
+			Filename string `json:"filename"`
+		} `json:"_data_files"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("open dataset %s: %w: parse %s: %w", dir, ErrNotDataset, StateFile, err)
+	}
+	if st.DataFiles == nil {
+		return nil, fmt.Errorf("open dataset %s: %w: %s has no _data_files", dir, ErrNotDataset, StateFile)
+	}
+	names := make([]string, 0, len(*st.DataFiles))
+	seen := make(map[string]bool)
+	for _, f := range *st.DataFiles {
+		if err := checkFileName(f.Filename); err != nil {
+			return nil, fmt.Errorf("open dataset %s: %w: %s: %w", dir, ErrNotDataset, StateFile, err)
+		}
+		if seen[f.Filename] {
+			return nil, fmt.Errorf("open dataset %s: %w: %s lists %s twice", dir, ErrNotDataset, StateFile, f.Filename)
+		}
+		seen[f.Filename] = true
+		names = append(names, f.Filename)
+	}
+	return names, nil
+}
+
+func openShard(dir, name string) (*shard, error) {
+	path := filepath.Join(dir, name)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open shard %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat shard %s: %w", path, err)
+	}
+	data, err := mapFile(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("open shard %s: %w", path, err)
+	}
+	sh := &shard{name: name, path: path, data: data, mapped: true, size: st.Size(), mtime: st.ModTime().UnixNano()}
+	sh.footer = footerHash(data)
+	if err := sh.parseSchema(); err != nil {
+		return nil, errors.Join(err, sh.close())
+	}
+	return sh, nil
+}
+
+func (sh *shard) close() error {
+	if !sh.mapped {
+		return nil
+	}
+	sh.mapped = false
+	if err := unmapFile(sh.data); err != nil {
+		return fmt.Errorf("unmap shard %s: %w", sh.path, err)
+	}
+	sh.data = nil
+	return nil
+}
+
+// corrupt wraps a decoding error with the shard path (and ErrCorrupt unless
+// the data is merely unsupported).
+func (sh *shard) corrupt(err error) error {
+	if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("shard %s: %w", sh.path, err)
+	}
+	return fmt.Errorf("shard %s: %w: %w", sh.path, ErrCorrupt, err)
+}
+
+func (sh *shard) parseSchema() error {
+	m, err := readMessage(sh.data, 0)
+	if err != nil {
+		return sh.corrupt(err)
+	}
+	if m.eos {
+		return sh.corrupt(errors.New("stream ends before its schema"))
+	}
+	s, err := decodeSchema(m)
+	if err != nil {
+		return sh.corrupt(err)
+	}
+	ids, err := findIDs(s)
+	if err != nil {
+		return sh.corrupt(err)
+	}
+	sh.schema, sh.ids, sh.firstMsg = s, ids, m.next
+	sh.colIndex = make(map[string]int, len(s.fields))
+	for k, f := range s.fields {
+		if _, dup := sh.colIndex[f.name]; !dup {
+			sh.colIndex[f.name] = k
+		}
+	}
+	return nil
+}
+
+// scan walks every message of the shard, validating each record batch's
+// input_ids, and returns the shard's index entry and per-row lengths. It
+// reads list offsets and validity bitmaps, never token values.
+func (sh *shard) scan() (ShardEntry, []uint32, error) {
+	e := ShardEntry{Name: sh.name, Size: int64(len(sh.data)), ModTime: sh.mtime, FooterHash: sh.footer}
+	var lengths []uint32
+	p := sh.firstMsg
+	for {
+		m, err := readMessage(sh.data, p)
+		if err != nil {
+			return e, nil, sh.corrupt(err)
+		}
+		if m.eos {
+			break
+		}
+		switch m.kind {
+		case msgRecordBatch:
+			b, err := decodeIDs(sh.data, m, sh.schema, sh.ids)
+			if err != nil {
+				return e, nil, sh.corrupt(fmt.Errorf("batch %d: %w", len(e.Batches), err))
+			}
+			if b.rows == 0 {
+				break
+			}
+			e.Batches = append(e.Batches, BatchRef{Offset: m.start, FirstRow: e.Rows})
+			for r := int64(0); r < b.rows; r++ {
+				start, end := b.span(r)
+				if end-start > math.MaxUint32 {
+					return e, nil, sh.corrupt(fmt.Errorf("batch %d row %d: %d tokens", len(e.Batches)-1, r, end-start))
+				}
+				lengths = append(lengths, uint32(end-start))
+				e.Tokens += end - start
+			}
+			e.Rows += b.rows
+		case msgDictionaryBatch:
+			// Dictionaries of other columns: nothing to index.
+		default:
+			return e, nil, sh.corrupt(fmt.Errorf("message at offset %d: unexpected message type %d", m.start, m.kind))
+		}
+		p = m.next
+	}
+	if lengths == nil {
+		lengths = []uint32{}
+	}
+	return e, lengths, nil
+}
+
+// init fills every shard's entry and d.lengths from ix where it matches the
+// files, scanning the shards where it does not; reason says why ix is nil.
+func (d *Dataset) init(ix *Index, reason string, opts OpenOptions, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	type span struct{ start, rows int64 }
+	byName := map[string]int{}
+	var spans []span
+	if ix != nil {
+		d.tokHash = ix.TokenizerHash
+		var row int64
+		for i, e := range ix.Shards {
+			byName[e.Name] = i
+			spans = append(spans, span{row, e.Rows})
+			row += e.Rows
+		}
+	}
+	lens := make([][]uint32, len(d.shards))
+	var stale []int
+	for k, sh := range d.shards {
+		i, ok := byName[sh.name]
+		if ok {
+			e := ix.Shards[i]
+			if e.Size == sh.size && e.ModTime == sh.mtime && e.FooterHash == sh.footer {
+				sh.entry = e
+				lens[k] = ix.Lengths[spans[i].start : spans[i].start+spans[i].rows]
+				continue
+			}
+			reason = fmt.Sprintf("%v: shard %s changed on disk", ErrStaleIndex, sh.name)
+		} else if ix != nil {
+			reason = fmt.Sprintf("%v: shard %s not in the index", ErrStaleIndex, sh.name)
+		}
+		stale = append(stale, k)
+	}
+	if len(stale) > 0 {
+		g := errgroup.Group{}
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for _, k := range stale {
+			g.Go(func() error {
+				e, l, err := d.shards[k].scan()
+				d.shards[k].entry, lens[k] = e, l
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return fmt.Errorf("open dataset %s: %w", d.dir, err)
+		}
+		log.Info("gload index rebuilt", "dir", d.dir, "reason", reason, "shards_scanned", len(stale), "shards", len(d.shards))
+	}
+	d.fromIndex = len(stale) == 0
+	// Use the index's length array in place when it covers exactly these shards in order.
+	inPlace := ix != nil && len(stale) == 0 && len(ix.Shards) == len(d.shards)
+	for k, sh := range d.shards {
+		inPlace = inPlace && ix.Shards[k].Name == sh.name
+	}
+	d.starts = make([]int64, len(d.shards)+1)
+	for k, sh := range d.shards {
+		d.starts[k+1] = d.starts[k] + sh.entry.Rows
+		sh.cache = make([]atomic.Pointer[batchSlot], len(sh.entry.Batches))
+		sh.uniform = uniformBatch(sh.entry)
+	}
+	if inPlace {
+		d.lengths = ix.Lengths
+	} else {
+		d.lengths = make([]uint32, 0, d.starts[len(d.shards)])
+		for _, l := range lens {
+			d.lengths = append(d.lengths, l...)
+		}
+	}
+	if len(stale) > 0 && opts.WriteIndex {
+		nix := &Index{TokenizerHash: d.tokHash, Lengths: d.lengths}
+		for _, sh := range d.shards {
+			nix.Shards = append(nix.Shards, sh.entry)
+		}
+		if err := WriteIndex(d.dir, nix); err != nil {
+			log.Warn("gload index not written", "dir", d.dir, "err", err)
+		}
+	}
+	var fp Index
+	for _, sh := range d.shards {
+		fp.Shards = append(fp.Shards, ShardEntry{Name: sh.name, Size: sh.size, ModTime: sh.mtime, FooterHash: sh.footer})
+	}
+	d.fp = fp.Fingerprint()
+	d.zeroCopy = hostLittleEndian
+	seen := map[string]bool{"input_ids": true}
+	for _, sh := range d.shards {
+		if sh.ids.width != 4 || !sh.ids.signed {
+			d.zeroCopy = false
+		}
+		for _, f := range sh.schema.fields {
+			if !seen[f.name] {
+				seen[f.name] = true
+				d.columns = append(d.columns, f.name)
+			}
+		}
+	}
+	return nil
+}
+
+// uniformBatch returns the common row count of all batches but the last, or 0.
+func uniformBatch(e ShardEntry) int64 {
+	if len(e.Batches) < 2 {
+		return e.Rows
+	}
+	u := e.Batches[1].FirstRow
+	for j := 2; j < len(e.Batches); j++ {
+		if e.Batches[j].FirstRow-e.Batches[j-1].FirstRow != u {
+			return 0
+		}
+	}
+	if e.Rows-e.Batches[len(e.Batches)-1].FirstRow > u {
+		return 0
+	}
+	return u
+}
+
+// batchRows is the row count of batch j of the shard.
+func (sh *shard) batchRows(j int) int64 {
+	if j+1 < len(sh.entry.Batches) {
+		return sh.entry.Batches[j+1].FirstRow - sh.entry.Batches[j].FirstRow
+	}
+	return sh.entry.Rows - sh.entry.Batches[j].FirstRow
+}
+
+// batchFor returns the batch holding shard-local row r.
+func (sh *shard) batchFor(r int64) int {
+	if sh.uniform > 0 {
+		return int(r / sh.uniform)
+	}
+	bs := sh.entry.Batches
+	return sort.Search(len(bs), func(j int) bool { return bs[j].FirstRow > r }) - 1
+}
+
+// batch decodes (once) and returns batch j.
+func (sh *shard) batch(j int) (*idsBatch, error) {
+	if s := sh.cache[j].Load(); s != nil {
+		return s.b, s.err
+	}
+	s := &batchSlot{}
+	br := sh.entry.Batches[j]
+	m, err := readMessage(sh.data, br.Offset)
+	if err == nil {
+		s.b, err = decodeIDs(sh.data, m, sh.schema, sh.ids)
+	}
+	if err == nil && s.b.rows != sh.batchRows(j) {
+		err = fmt.Errorf("record batch at offset %d: %d rows, index says %d: %w", br.Offset, s.b.rows, sh.batchRows(j), ErrStaleIndex)
+	}
+	if err != nil {
+		s.b, s.err = nil, sh.corrupt(fmt.Errorf("batch %d: %w", j, err))
+	}
+	sh.cache[j].CompareAndSwap(nil, s)
+	s = sh.cache[j].Load()
+	return s.b, s.err
+}
+
+// row locates global row i: its shard, batch, batch-local row and value span.
+func (d *Dataset) row(i int) (sh *shard, b *idsBatch, r, start, end int64, err error) {
+	if d.closed.Load() {
+		return nil, nil, 0, 0, 0, fmt.Errorf("dataset %s: %w", d.dir, ErrClosed)
+	}
+	if i < 0 || i >= len(d.lengths) {
+		return nil, nil, 0, 0, 0, fmt.Errorf("dataset %s: %w: row %d of %d", d.dir, ErrRange, i, len(d.lengths))
+	}
+	g := int64(i)
+	k := sort.Search(len(d.shards), func(k int) bool { return d.starts[k+1] > g })
+	sh = d.shards[k]
+	local := g - d.starts[k]
+	j := sh.batchFor(local)
+	b, err = sh.batch(j)
+	if err != nil {
+		return nil, nil, 0, 0, 0, err
+	}
+	r = local - sh.entry.Batches[j].FirstRow
+	start, end = b.span(r)
+	if end-start != int64(d.lengths[i]) {
+		return nil, nil, 0, 0, 0, fmt.Errorf("shard %s: batch %d row %d: %w: %d tokens, index says %d",
+			sh.path, j, r, ErrStaleIndex, end-start, d.lengths[i])
+	}
+	return sh, b, r, start, end, nil
+}
+
+// Len returns the number of rows.
+func (d *Dataset) Len() int { return len(d.lengths) }
+
+// Length returns the number of tokens in row i, from the index. It panics if
+// i is out of range, like a slice index.
+func (d *Dataset) Length(i int) int { return int(d.lengths[i]) }
+
+// Lengths returns the token count of every row, from the index. The slice is
+// shared: callers must not modify it.
+func (d *Dataset) Lengths() []uint32 { return d.lengths }
+
+// ZeroCopy reports whether Tokens can return views for every row: all shards
+// store input_ids as int32 and the host is little-endian. (A values buffer
+// that is not 4-byte aligned would still need AppendTokens; Arrow writers
+// align buffers to 8 bytes or more.)
+func (d *Dataset) ZeroCopy() bool { return d.zeroCopy }
+
+// Tokens returns the token ids of row i as a read-only view into the memory
+// map, valid until Close. It returns ErrNotZeroCopy when the row's ids are not
+// stored as int32 (use AppendTokens), and an error wrapping ErrCorrupt when the
+// record batch holding the row is malformed.
+func (d *Dataset) Tokens(i int) ([]int32, error) {
+	_, b, _, start, end, err := d.row(i)
+	if err != nil {
+		return nil, err
+	}
+	if b.i32 == nil {
+		return nil, fmt.Errorf("dataset %s: row %d: %w", d.dir, i, ErrNotZeroCopy)
+	}
+	return b.i32[start:end:end], nil
+}
+
+// AppendTokens appends the token ids of row i to dst, converting any integer
+// width to int32. Ids that do not fit in int32 give an error wrapping
+// ErrUnsupported; dst is then returned as far as it was filled.
+func (d *Dataset) AppendTokens(dst []int32, i int) ([]int32, error) {
+	sh, b, r, start, end, err := d.row(i)
+	if err != nil {
+		return dst, err
+	}
+	dst, err = b.appendRange(dst, start, end)
+	if err != nil {
+		return dst, fmt.Errorf("shard %s: row %d (batch row %d): %w", sh.path, i, r, err)
+	}
+	return dst, nil
+}
+
+// Column returns row i of a string (utf8, large_utf8, binary) column; ok is
+// false for a null value.
+func (d *Dataset) Column(name string, i int) (s string, ok bool, err error) {
+	sh, b, r, _, _, err := d.row(i)
+	if err != nil {
+		return "", false, err
+	}
+	k, found := sh.colIndex[name]
+	if !found || name == "input_ids" {
+		return "", false, fmt.Errorf("shard %s: column %q: %w", sh.path, name, ErrNoColumn)
+	}
+	s, ok, err = stringAt(sh.data, sh.schema, b.rb, k, r)
+	if err != nil {
+		return "", false, fmt.Errorf("shard %s: %w", sh.path, err)
+	}
+	return s, ok, nil
+}
+
+// Columns returns the names of the columns other than input_ids, in schema
+// order (of the first shard that has each).
+func (d *Dataset) Columns() []string { return d.columns }
+
+// Fingerprint identifies the shard files: a hash of each shard's name, size,
+// mtime and footer bytes, as 16 hex digits. It is the dataset fingerprint of
+// epoch plans and resume state.
+func (d *Dataset) Fingerprint() string { return fmt.Sprintf("%016x", d.fp) }
+
+// FingerprintUint64 is Fingerprint as a number.
+func (d *Dataset) FingerprintUint64() uint64 { return d.fp }
+
+// TokenizerHash returns the tokenizer hash stored in gload.index ("" when the
+// dataset has no index, e.g. one written by Hugging Face).
+func (d *Dataset) TokenizerHash() string { return d.tokHash }
+
+// IndexUsed reports whether Open took every shard from a valid gload.index
+// (false when it had to scan one or more shards).
+func (d *Dataset) IndexUsed() bool { return d.fromIndex }
+
+// Shards describes the shards in order.
+func (d *Dataset) Shards() []ShardStat {
+	out := make([]ShardStat, len(d.shards))
+	for k, sh := range d.shards {
+		out[k] = ShardStat{
+			Name: sh.name, Rows: sh.entry.Rows, Tokens: sh.entry.Tokens, Bytes: sh.size,
+			Batches: len(sh.entry.Batches), IDsType: sh.ids.typeName,
+		}
+	}
+	return out
+}
+
+// Dir returns the dataset directory.
+func (d *Dataset) Dir() string { return d.dir }
+
+// Close unmaps the shards. Slices returned by Tokens become invalid.
+func (d *Dataset) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	for _, sh := range d.shards {
+		errs = append(errs, sh.close())
+	}
+	return errors.Join(errs...)
+}

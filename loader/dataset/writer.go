@@ -1,0 +1,390 @@
+package dataset
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc64"
+	"math"
+	"os"
+	"path/filepath"
+	"unicode/utf8"
+)
+
+// DefaultRowsPerBatch is the record batch size used when WriterOptions leaves
+// it zero (the same as Hugging Face's writer_batch_size).
+const DefaultRowsPerBatch = 1000
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
+
+// WriterOptions describe the dataset being written. All shards of one dataset
+// must be written, and finalized, with the same options.
+type WriterOptions struct {
+	// Columns are extra utf8 columns stored after input_ids, in this order.
+	Columns []string
+	// RowsPerBatch is the number of rows per Arrow record batch (default 1000).
+	RowsPerBatch int
+	// TokenizerHash is stored in gload.index (e.g. hex sha256 of tokenizer.json
+	// bytes and flags, computed by the caller).
+	TokenizerHash string
+}
+
+func (o WriterOptions) normalized() (WriterOptions, error) {
+	if o.RowsPerBatch == 0 {
+		o.RowsPerBatch = DefaultRowsPerBatch
+	}
+	if o.RowsPerBatch < 0 {
+		return o, fmt.Errorf("%w: RowsPerBatch %d", ErrBadInput, o.RowsPerBatch)
+	}
+	if len(o.TokenizerHash) > maxTokHashLen {
+		return o, fmt.Errorf("%w: tokenizer hash of %d bytes", ErrBadInput, len(o.TokenizerHash))
+	}
+	seen := map[string]bool{"input_ids": true}
+	for _, c := range o.Columns {
+		if c == "" || !utf8.ValidString(c) || seen[c] {
+			return o, fmt.Errorf("%w: column name %q empty, not UTF-8 or repeated", ErrBadInput, c)
+		}
+		seen[c] = true
+	}
+	return o, nil
+}
+
+// ShardInfo describes one complete shard, as returned by ShardWriter.Close
+// and consumed by Finalize.
+type ShardInfo struct {
+	Name    string     // file name in the dataset directory
+	Rows    int64      // rows in the shard
+	Tokens  int64      // sum of Lengths
+	Bytes   int64      // file size
+	Hash    uint64     // CRC-64/ECMA of the whole file
+	Lengths []uint32   // tokens per row
+	Batches []BatchRef // record batch table
+}
+
+// ShardName is the name of complete but not yet finalized shard n.
+func ShardName(n int) string { return fmt.Sprintf("shard-%05d.arrow", n) }
+
+// DataFileName is the final, Hugging Face name of shard i of n.
+func DataFileName(i, n int) string { return fmt.Sprintf("data-%05d-of-%05d.arrow", i, n) }
+
+// ShardWriter writes one shard: an Arrow IPC stream file. It is not safe for
+// concurrent use.
+type ShardWriter struct {
+	dir, tmp, name string
+	opts           WriterOptions
+	f              *os.File
+	bw             *bufio.Writer
+	crc            hash.Hash64
+	n              int64 // bytes written to bw
+	err            error // sticky write error
+	done           bool
+
+	// current batch
+	offs  []int32
+	vals  []int32
+	soffs [][]int32
+	sdata [][]byte
+	rows  int // rows in the current batch
+
+	info         ShardInfo
+	scratch      []byte
+	batchMetaLen int // encoded size of every record batch message's metadata
+}
+
+// CreateShard starts shard number shardNum in dir, under the temporary name
+// "shard-NNNNN.arrow.tmp" (an existing file of that name, left by a crash, is
+// truncated). Close renames it to ShardName(shardNum).
+func CreateShard(dir string, shardNum int, opts WriterOptions) (*ShardWriter, error) {
+	opts, err := opts.normalized()
+	if err != nil {
+		return nil, fmt.Errorf("create shard %d in %s: %w", shardNum, dir, err)
+	}
+	if shardNum < 0 {
+		return nil, fmt.Errorf("create shard in %s: %w: shard number %d", dir, ErrBadInput, shardNum)
+	}
+	name := ShardName(shardNum)
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create shard %s: %w", tmp, err)
+	}
+	w := &ShardWriter{
+		dir: dir, tmp: tmp, name: name, opts: opts, f: f,
+		crc:   crc64.New(crcTable),
+		soffs: make([][]int32, len(opts.Columns)),
+		sdata: make([][]byte, len(opts.Columns)),
+	}
+	w.bw = bufio.NewWriterSize(f, 1<<20)
+	// The metadata size depends only on the column count, never on values.
+	nodes := make([]int64, 2*(2+len(opts.Columns)))
+	w.batchMetaLen = len(recordBatchMessage(0, nodes, make([]int64, 2*(4+3*len(opts.Columns))), 0))
+	w.resetBatch()
+	w.writeMessage(schemaMessage(opts), nil)
+	if w.err != nil {
+		err := w.err
+		return nil, errors.Join(err, w.Abort())
+	}
+	return w, nil
+}
+
+// Append adds one row: its token ids and one string per option column. The ids
+// and strings are copied. After a write error every call returns that error
+// and the writer must be aborted.
+func (w *ShardWriter) Append(ids []int32, cols []string) error {
+	if w.done {
+		return fmt.Errorf("append to shard %s: %w", w.tmp, ErrClosed)
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if len(cols) != len(w.opts.Columns) {
+		return fmt.Errorf("append to shard %s: %w: %d column values for %d columns", w.tmp, ErrBadInput, len(cols), len(w.opts.Columns))
+	}
+	for i, c := range cols {
+		if !utf8.ValidString(c) {
+			return fmt.Errorf("append to shard %s: %w: column %q is not valid UTF-8", w.tmp, ErrBadInput, w.opts.Columns[i])
+		}
+	}
+	// Arrow list and string offsets are int32: cut the batch early rather than overflow.
+	fits := func() bool {
+		if len(w.vals)+len(ids) > math.MaxInt32 {
+			return false
+		}
+		for i, c := range cols {
+			if len(w.sdata[i])+len(c) > math.MaxInt32 {
+				return false
+			}
+		}
+		return true
+	}
+	if !fits() {
+		if w.rows == 0 {
+			return fmt.Errorf("append to shard %s: %w: row too large for one record batch", w.tmp, ErrBadInput)
+		}
+		w.flushBatch()
+	}
+	w.vals = append(w.vals, ids...)
+	w.offs = append(w.offs, int32(len(w.vals)))
+	for i, c := range cols {
+		w.sdata[i] = append(w.sdata[i], c...)
+		w.soffs[i] = append(w.soffs[i], int32(len(w.sdata[i])))
+	}
+	w.rows++
+	w.info.Rows++
+	w.info.Tokens += int64(len(ids))
+	w.info.Lengths = append(w.info.Lengths, uint32(len(ids)))
+	if w.rows >= w.opts.RowsPerBatch {
+		w.flushBatch()
+	}
+	return w.err
+}
+
+// Rows returns the number of rows appended so far.
+func (w *ShardWriter) Rows() int64 { return w.info.Rows }
+
+// Bytes returns the size the file would have if it were closed now: bytes
+// written so far plus the exact encoded size of the buffered batch and the
+// end-of-stream marker. Use it to cut shards by size.
+func (w *ShardWriter) Bytes() int64 {
+	n := w.n + int64(len(eosMarker))
+	if w.rows > 0 {
+		padded := func(k int) int64 { return int64(k + pad8(k)) }
+		n += 8 + int64(w.batchMetaLen) + padded(4*len(w.offs)) + padded(4*len(w.vals))
+		for i := range w.sdata {
+			n += padded(4*len(w.soffs[i])) + padded(len(w.sdata[i]))
+		}
+	}
+	return n
+}
+
+// Close writes the last batch and the end-of-stream marker, fsyncs the file and
+// renames it to its shard name. On failure the temporary file is removed.
+func (w *ShardWriter) Close() (ShardInfo, error) {
+	if w.done {
+		return ShardInfo{}, fmt.Errorf("close shard %s: %w", w.tmp, ErrClosed)
+	}
+	if w.rows > 0 {
+		w.flushBatch()
+	}
+	w.write(eosMarker[:])
+	if w.err == nil {
+		if err := w.bw.Flush(); err != nil {
+			w.err = fmt.Errorf("write shard %s: %w", w.tmp, err)
+		}
+	}
+	if w.err == nil {
+		if err := w.f.Sync(); err != nil {
+			w.err = fmt.Errorf("sync shard %s: %w", w.tmp, err)
+		}
+	}
+	if w.err != nil {
+		err := w.err
+		return ShardInfo{}, errors.Join(err, w.Abort())
+	}
+	w.done = true
+	final := filepath.Join(w.dir, w.name)
+	if err := w.f.Close(); err != nil {
+		return ShardInfo{}, errors.Join(fmt.Errorf("close shard %s: %w", w.tmp, err), removeQuiet(w.tmp))
+	}
+	if err := os.Rename(w.tmp, final); err != nil {
+		return ShardInfo{}, errors.Join(fmt.Errorf("rename shard %s: %w", w.tmp, err), removeQuiet(w.tmp))
+	}
+	if err := syncDir(w.dir); err != nil {
+		return ShardInfo{}, err
+	}
+	info := w.info
+	info.Name = w.name
+	info.Bytes = w.n
+	info.Hash = w.crc.Sum64()
+	return info, nil
+}
+
+// Abort stops writing and removes the temporary file. It does nothing after a
+// successful Close.
+func (w *ShardWriter) Abort() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	err := w.f.Close()
+	if err != nil && errors.Is(err, os.ErrClosed) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("abort shard %s: %w", w.tmp, err)
+	}
+	return errors.Join(err, removeQuiet(w.tmp))
+}
+
+func removeQuiet(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+func (w *ShardWriter) resetBatch() {
+	w.offs = append(w.offs[:0], 0)
+	w.vals = w.vals[:0]
+	for i := range w.soffs {
+		w.soffs[i] = append(w.soffs[i][:0], 0)
+		w.sdata[i] = w.sdata[i][:0]
+	}
+	w.rows = 0
+}
+
+func (w *ShardWriter) write(b []byte) {
+	if w.err != nil {
+		return
+	}
+	n, err := w.bw.Write(b)
+	w.crc.Write(b[:n])
+	w.n += int64(n)
+	if err != nil {
+		w.err = fmt.Errorf("write shard %s: %w", w.tmp, err)
+	}
+}
+
+var (
+	eosMarker = [8]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
+	zeros     [8]byte
+)
+
+// writeMessage frames meta (a Message flatbuffer, padded to 8 bytes) and
+// writes it followed by the body parts, each padded to 8 bytes.
+func (w *ShardWriter) writeMessage(meta []byte, body [][]byte) {
+	var hdr [8]byte
+	binary.LittleEndian.PutUint32(hdr[0:], continuationMarker)
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(len(meta)))
+	w.write(hdr[:])
+	w.write(meta)
+	for _, p := range body {
+		w.write(p)
+		w.write(zeros[:pad8(len(p))])
+	}
+}
+
+func pad8(n int) int { return (8 - n%8) % 8 }
+
+// flushBatch writes the current batch as one record batch message.
+func (w *ShardWriter) flushBatch() {
+	if w.err != nil || w.rows == 0 {
+		return
+	}
+	w.info.Batches = append(w.info.Batches, BatchRef{Offset: w.n, FirstRow: w.info.Rows - int64(w.rows)})
+	// Encode every int32 part into one scratch buffer, then slice it up.
+	w.scratch = appendInt32s(w.scratch[:0], w.offs)
+	w.scratch = appendInt32s(w.scratch, w.vals)
+	for i := range w.soffs {
+		w.scratch = appendInt32s(w.scratch, w.soffs[i])
+	}
+	at := 0
+	take := func(n int) []byte {
+		p := w.scratch[at : at+n]
+		at += n
+		return p
+	}
+	// Body: list validity (absent), list offsets, child validity (absent),
+	// values, then per column: validity (absent), offsets, data.
+	body := make([][]byte, 0, 4+3*len(w.sdata))
+	body = append(body, nil, take(4*len(w.offs)), nil, take(4*len(w.vals)))
+	for i := range w.sdata {
+		body = append(body, nil, take(4*len(w.soffs[i])), w.sdata[i])
+	}
+	nodes := []int64{int64(w.rows), 0, int64(len(w.vals)), 0}
+	for range w.sdata {
+		nodes = append(nodes, int64(w.rows), 0)
+	}
+	bufs := make([]int64, 0, 2*len(body))
+	off := 0
+	for _, p := range body {
+		bufs = append(bufs, int64(off), int64(len(p)))
+		off += len(p) + pad8(len(p))
+	}
+	w.writeMessage(recordBatchMessage(int64(w.rows), nodes, bufs, int64(off)), body)
+	w.resetBatch()
+}
+
+// schemaMessage builds the Schema message for a gload shard.
+func schemaMessage(opts WriterOptions) []byte {
+	field := func(name string, typ uint8, typeTable fbTab, children ...fbObj) fbTab {
+		return fbTab{
+			fbRef(0, fbString(name)),
+			fbScalar(1, 1, 1), // nullable
+			fbScalar(2, 1, uint64(typ)),
+			fbRef(3, typeTable),
+			fbRef(5, fbTables(children)),
+		}
+	}
+	item := field("item", typeInt, fbTab{fbScalar(0, 4, 32), fbScalar(1, 1, 1)})
+	fields := fbTables{field("input_ids", typeList, fbTab{}, item)}
+	for _, c := range opts.Columns {
+		fields = append(fields, field(c, typeUtf8, fbTab{}))
+	}
+	kv := fbTab{fbRef(0, fbString("huggingface")), fbRef(1, fbString(hfSchemaMetadata(opts.Columns)))}
+	schema := fbTab{fbRef(1, fields), fbRef(2, fbTables{kv})}
+	return buildFlatbuffer(fbTab{
+		fbScalar(0, 2, metadataV5),
+		fbScalar(1, 1, msgSchema),
+		fbRef(2, schema),
+		fbScalar(3, 8, 0),
+	})
+}
+
+// recordBatchMessage builds a RecordBatch message; nodes and bufs are flat
+// (length, null count) and (offset, length) pairs.
+func recordBatchMessage(rows int64, nodes, bufs []int64, bodyLen int64) []byte {
+	rb := fbTab{
+		fbScalar(0, 8, uint64(rows)),
+		fbRef(1, fbStructs{per: 2, vals: nodes}),
+		fbRef(2, fbStructs{per: 2, vals: bufs}),
+	}
+	return buildFlatbuffer(fbTab{
+		fbScalar(0, 2, metadataV5),
+		fbScalar(1, 1, msgRecordBatch),
+		fbRef(2, rb),
+		fbScalar(3, 8, uint64(bodyLen)),
+	})
+}
