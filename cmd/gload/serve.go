@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gload/gload/loader"
+)
+
+type serveOptions struct {
+	g               *globalOptions
+	datasets        []string
+	listen          string
+	metrics         string
+	allowRemote     bool
+	tlsCert         string
+	tlsKey          string
+	maxPrefetch     int
+	defaultPrefetch int
+	drainTimeout    time.Duration
+	planCache       int
+	maxBatchBytes   int64
+	maxClientLabels int
+	noWriteIndex    bool
+}
+
+func newServeCmd(g *globalOptions) *cobra.Command {
+	o := &serveOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "serve --dataset NAME=DIR [--dataset NAME=DIR ...] [--listen ADDR]",
+		Short: "Serve length-bucketed batches of tokenized datasets to training loops over gRPC",
+		Long: `Opens each dataset (a directory written by gload tokenize or Hugging Face save_to_disk) and serves batches of
+it over gRPC (proto/gload.proto): clients name a dataset, their rank and worker, a seed, an epoch and a batching
+policy, and receive their share of the epoch plan, the server running at most --max-prefetch batches ahead of their
+acknowledgements. A dataset whose shards are corrupt or truncated stops the start with the file and the reason.
+
+--listen takes unix:///path.sock or host:port. Only unix sockets and loopback addresses (127.0.0.1, ::1, localhost)
+are allowed unless --allow-remote is given; --tls-cert and --tls-key enable TLS. --metrics serves Prometheus
+metrics over HTTP (same address rules). SIGINT or SIGTERM stops accepting streams, lets open ones finish for
+--drain-timeout and exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.datasets, "dataset", nil, "dataset to serve as NAME=DIR (repeatable)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:7700", "gRPC address: unix:///path.sock or host:port")
+	f.StringVar(&o.metrics, "metrics", "", "Prometheus /metrics address, e.g. 127.0.0.1:9400 (empty: off)")
+	f.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on non-loopback addresses (use with --tls-cert)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate (PEM); needs --tls-key")
+	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key (PEM); needs --tls-cert")
+	f.IntVar(&o.maxPrefetch, "max-prefetch", loader.DefaultMaxPrefetch, "largest prefetch depth (un-acked batches) a client may ask for")
+	f.IntVar(&o.defaultPrefetch, "default-prefetch", 0, "prefetch depth of clients that ask for 0 (0: 8, or --max-prefetch if smaller)")
+	f.DurationVar(&o.drainTimeout, "drain-timeout", loader.DefaultDrainTimeout, "on shutdown, how long open streams may run before they are ended")
+	f.IntVar(&o.planCache, "plan-cache", loader.DefaultPlanCacheSize, "epoch plans kept in memory")
+	f.Int64Var(&o.maxBatchBytes, "max-batch-bytes", loader.DefaultMaxBatchBytes, "largest encoded batch; larger shapes are refused")
+	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
+	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index in the dataset directory")
+	_ = cmd.MarkFlagRequired("dataset")
+	return cmd
+}
+
+// parseDatasets reads NAME=DIR flags.
+func parseDatasets(flags []string) (map[string]string, error) {
+	out := make(map[string]string, len(flags))
+	for _, f := range flags {
+		name, dir, ok := strings.Cut(f, "=")
+		if !ok || name == "" || dir == "" {
+			return nil, fmt.Errorf("--dataset %q: want NAME=DIR", f)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--dataset %q: name %s given twice", f, name)
+		}
+		out[name] = dir
+	}
+	return out, nil
+}
+
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func (o *serveOptions) run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	datasets, err := parseDatasets(o.datasets)
+	if err != nil {
+		return err
+	}
+	log := o.g.logger()
+	srv, err := loader.NewServer(loader.Config{
+		Datasets:        datasets,
+		MaxPrefetch:     o.maxPrefetch,
+		DefaultPrefetch: o.defaultPrefetch,
+		DrainTimeout:    o.drainTimeout,
+		PlanCacheSize:   o.planCache,
+		MaxBatchBytes:   o.maxBatchBytes,
+		MaxClientLabels: o.maxClientLabels,
+		TLSCertFile:     o.tlsCert,
+		TLSKeyFile:      o.tlsKey,
+		NoWriteIndex:    o.noWriteIndex,
+		Version:         buildVersion(),
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	lopts := loader.ListenOptions{AllowRemote: o.allowRemote}
+	lis, err := loader.Listen(o.listen, lopts)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", closeAfter(err, srv))
+	}
+	var mlis net.Listener
+	if o.metrics != "" {
+		if mlis, err = loader.Listen(o.metrics, lopts); err != nil {
+			lis.Close()
+			return fmt.Errorf("--metrics: %w", closeAfter(err, srv))
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(gctx, lis) })
+	if mlis != nil {
+		g.Go(func() error { return srv.ServeMetrics(gctx, mlis) })
+	}
+	return g.Wait()
+}
+
+// closeAfter closes srv after a failed start and keeps err first.
+func closeAfter(err error, srv *loader.Server) error {
+	if cerr := srv.Close(); cerr != nil {
+		return fmt.Errorf("%w (closing: %v)", err, cerr)
+	}
+	return err
+}

@@ -1,0 +1,143 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// Sentinel errors.
+var (
+	// ErrAddress means the address given to Dial is malformed.
+	ErrAddress = errors.New("client: bad address")
+	// ErrProtocol means the server sent something the protocol does not allow.
+	ErrProtocol = errors.New("client: protocol error")
+	// ErrClosed means the stream was closed by the caller.
+	ErrClosed = errors.New("client: stream closed")
+)
+
+// DefaultMaxMessageBytes bounds one received message (a batch).
+const DefaultMaxMessageBytes = 1 << 30
+
+type options struct {
+	tls      *tls.Config
+	maxMsg   int
+	dialOpts []grpc.DialOption
+}
+
+// Option configures Dial.
+type Option func(*options)
+
+// WithTLS connects with TLS (default: plaintext, for unix sockets and loopback).
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WithMaxMessageBytes bounds one received message (default 1 GiB).
+func WithMaxMessageBytes(n int) Option { return func(o *options) { o.maxMsg = n } }
+
+// WithDialOptions adds gRPC dial options.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+// Client is a connection to a gload server. It is safe for concurrent use;
+// each Stream is one consumer.
+type Client struct {
+	cc     *grpc.ClientConn
+	api    gloadpb.LoaderClient
+	addr   string
+	maxMsg int
+}
+
+// target turns a gload address into a gRPC target.
+func target(addr string) (string, error) {
+	if strings.HasPrefix(addr, "unix:") {
+		if strings.HasPrefix(addr, "unix://") && !strings.HasPrefix(addr, "unix:///") {
+			return "", fmt.Errorf("%w: %q: unix:// needs an absolute path (unix:///path.sock)", ErrAddress, addr)
+		}
+		return addr, nil
+	}
+	if addr == "" || strings.Contains(addr, "://") || !strings.Contains(addr, ":") {
+		return "", fmt.Errorf("%w: %q: want unix:///path.sock or host:port", ErrAddress, addr)
+	}
+	return "passthrough:///" + addr, nil
+}
+
+// Dial connects to the server at addr (unix:///path.sock or host:port) and
+// waits until the connection is ready, it fails, or ctx ends.
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	o := options{maxMsg: DefaultMaxMessageBytes}
+	for _, f := range opts {
+		f(&o)
+	}
+	tgt, err := target(addr)
+	if err != nil {
+		return nil, err
+	}
+	creds := insecure.NewCredentials()
+	if o.tls != nil {
+		creds = credentials.NewTLS(o.tls)
+	}
+	dopts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxMsg)),
+		grpc.WithInitialWindowSize(4 << 20),
+		grpc.WithInitialConnWindowSize(16 << 20),
+		grpc.WithReadBufferSize(256 << 10),
+	}, o.dialOpts...)
+	cc, err := grpc.NewClient(tgt, dopts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	cc.Connect()
+	for {
+		s := cc.GetState()
+		if s == connectivity.Ready {
+			break
+		}
+		if s == connectivity.TransientFailure || s == connectivity.Shutdown {
+			cc.Close()
+			return nil, fmt.Errorf("dial %s: connection failed (%s)", addr, s)
+		}
+		if !cc.WaitForStateChange(ctx, s) {
+			cc.Close()
+			return nil, fmt.Errorf("dial %s: %w", addr, ctx.Err())
+		}
+	}
+	return &Client{cc: cc, api: gloadpb.NewLoaderClient(cc), addr: addr, maxMsg: o.maxMsg}, nil
+}
+
+// Close closes the connection (and every stream on it).
+func (c *Client) Close() error {
+	if err := c.cc.Close(); err != nil {
+		return fmt.Errorf("close connection to %s: %w", c.addr, err)
+	}
+	return nil
+}
+
+// Datasets lists the datasets the server serves.
+func (c *Client) Datasets(ctx context.Context) ([]*gloadpb.DatasetInfo, error) {
+	r, err := c.api.ListDatasets(ctx, &gloadpb.ListDatasetsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return r.Datasets, nil
+}
+
+// Plan describes the share of an epoch that open would stream.
+func (c *Client) Plan(ctx context.Context, open *gloadpb.Open) (*gloadpb.PlanResponse, error) {
+	return c.api.Plan(ctx, &gloadpb.PlanRequest{Open: open})
+}
+
+// Health asks whether the server is serving.
+func (c *Client) Health(ctx context.Context) (*gloadpb.HealthResponse, error) {
+	return c.api.Health(ctx, &gloadpb.HealthRequest{})
+}

@@ -1,0 +1,324 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// Batch is one batch of Rows sequences padded to Length tokens.
+type Batch struct {
+	Seq         uint64 // position in the stream, from 0
+	GlobalIndex uint64 // index in the epoch plan
+	RankStep    uint64 // position in the rank's sequence of batches
+	Rows        int
+	Length      int
+	Pieces      int   // sequences (packed: documents or pieces; otherwise Rows)
+	CuLen       int   // entries in CuSeqlens (packed)
+	Slot        int32 // shared-memory slot (-1 over gRPC)
+
+	inputIDs, lengths, index, positionIDs, cuSeqlens []byte
+
+	block    *block
+	pool     *blockPool
+	stream   *Stream
+	acked    atomic.Bool
+	released atomic.Bool
+}
+
+// Shape returns (rows, length).
+func (b *Batch) Shape() (rows, length int) { return b.Rows, b.Length }
+
+// InputIDs returns the token ids, [Rows×Length] row-major, padded with the
+// policy's pad_id.
+func (b *Batch) InputIDs() []int32 { return int32s(b.inputIDs) }
+
+// InputIDsBytes returns InputIDs as little-endian bytes.
+func (b *Batch) InputIDsBytes() []byte { return b.inputIDs }
+
+// Lengths returns the real tokens of each row (attention mask: position <
+// length).
+func (b *Batch) Lengths() []int32 { return int32s(b.lengths) }
+
+// Index returns the dataset row of each sequence ([Pieces]).
+func (b *Batch) Index() []int64 { return int64s(b.index) }
+
+// PositionIDs returns packed batches' position ids ([Rows×Length]; nil for
+// other policies).
+func (b *Batch) PositionIDs() []int32 { return int32s(b.positionIDs) }
+
+// CuSeqlens returns packed batches' cumulative sequence lengths over the
+// flattened batch ([CuLen]; nil for other policies).
+func (b *Batch) CuSeqlens() []int32 { return int32s(b.cuSeqlens) }
+
+// Release acknowledges the batch (if Next has not already) and hands its
+// memory back for reuse: the slices it returned become invalid. Calling it
+// more than once is harmless.
+func (b *Batch) Release() {
+	b.ack()
+	if b.released.Swap(true) {
+		return
+	}
+	b.inputIDs, b.lengths, b.index, b.positionIDs, b.cuSeqlens = nil, nil, nil, nil, nil
+	if b.pool != nil {
+		b.pool.put(b.block)
+	}
+	b.block = nil
+}
+
+func (b *Batch) ack() {
+	if b.stream != nil && !b.acked.Swap(true) {
+		b.stream.send(&gloadpb.ClientMessage{Msg: &gloadpb.ClientMessage_Ack{Ack: &gloadpb.Ack{Seq: b.Seq, Slot: b.Slot}}}, true)
+	}
+}
+
+type streamOptions struct {
+	ackOnNext bool
+	reports   bool
+	now       func() time.Time
+}
+
+// StreamOption configures Stream.
+type StreamOption func(*streamOptions)
+
+// AckOnNext says whether Next acknowledges the batch it returned before
+// (default true). With false, every batch must be Released, or the server
+// stops after the prefetch depth.
+func AckOnNext(on bool) StreamOption { return func(o *streamOptions) { o.ackOnNext = on } }
+
+// Reports says whether Next sends a step report (wait and step time) to the
+// server (default true).
+func Reports(on bool) StreamOption { return func(o *streamOptions) { o.reports = on } }
+
+type received struct {
+	batch *Batch
+	end   *gloadpb.End
+	err   error
+}
+
+// Stream is one consumer's batch stream.
+type Stream struct {
+	opts   streamOptions
+	cs     grpc.ClientStream
+	cancel context.CancelFunc
+	ctx    context.Context
+	opened *gloadpb.Opened
+	pool   *blockPool
+
+	in         chan received
+	out        chan *gloadpb.ClientMessage
+	senderDone chan struct{}
+	wg         sync.WaitGroup
+
+	// Caller-goroutine state.
+	last       *Batch
+	lastStep   uint64
+	haveLast   bool
+	prevReturn time.Time
+	done       error // sticky end: io.EOF or the stream's error
+	closed     bool
+}
+
+// Stream opens a batch stream for open and waits for the server's Opened.
+// ctx governs the stream's whole life; Close ends it early.
+func (c *Client) Stream(ctx context.Context, open *gloadpb.Open, opts ...StreamOption) (*Stream, error) {
+	o := streamOptions{ackOnNext: true, reports: true, now: time.Now}
+	for _, f := range opts {
+		f(&o)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	pool := &blockPool{}
+	cs, err := c.cc.NewStream(sctx, &gloadpb.Loader_ServiceDesc.Streams[0], gloadpb.Loader_Batches_FullMethodName,
+		grpc.ForceCodecV2(newClientCodec(pool)), grpc.MaxCallRecvMsgSize(c.maxMsg))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := cs.SendMsg(&gloadpb.ClientMessage{Msg: &gloadpb.ClientMessage_Open{Open: open}}); err != nil {
+		cancel()
+		return nil, recvStatus(cs, err)
+	}
+	var first serverMsg
+	if err := cs.RecvMsg(&first); err != nil {
+		cancel()
+		return nil, err
+	}
+	opened := first.other.GetOpened()
+	if opened == nil {
+		cancel()
+		return nil, fmt.Errorf("%w: first message is not opened", ErrProtocol)
+	}
+	depth := int(max(opened.Prefetch, 1))
+	s := &Stream{
+		opts: o, cs: cs, cancel: cancel, ctx: sctx, opened: opened, pool: pool,
+		in:         make(chan received, depth+2),
+		out:        make(chan *gloadpb.ClientMessage, 2*depth+8),
+		senderDone: make(chan struct{}),
+	}
+	s.wg.Add(2)
+	go s.receive()
+	go s.sender()
+	return s, nil
+}
+
+// recvStatus returns the stream's real status after a failed send.
+func recvStatus(cs grpc.ClientStream, err error) error {
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	var m serverMsg
+	if rerr := cs.RecvMsg(&m); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// Opened returns the server's answer to the open message.
+func (s *Stream) Opened() *gloadpb.Opened { return s.opened }
+
+func (s *Stream) receive() {
+	defer s.wg.Done()
+	for {
+		var m serverMsg
+		err := s.cs.RecvMsg(&m)
+		var r received
+		switch {
+		case err != nil:
+			r.err = err
+		case m.batch != nil:
+			m.batch.stream, m.batch.pool = s, s.pool
+			r.batch = m.batch
+		case m.other.GetEnd() != nil:
+			r.end = m.other.GetEnd()
+		default:
+			r.err = fmt.Errorf("%w: unexpected message after opened", ErrProtocol)
+		}
+		select {
+		case s.in <- r:
+		case <-s.ctx.Done():
+			return
+		}
+		if r.err != nil {
+			return
+		}
+	}
+}
+
+// sender is the only goroutine that sends on the stream; a nil message
+// closes the client's side.
+func (s *Stream) sender() {
+	defer s.wg.Done()
+	defer close(s.senderDone)
+	for {
+		select {
+		case m := <-s.out:
+			if m == nil {
+				_ = s.cs.CloseSend()
+				return
+			}
+			if err := s.cs.SendMsg(m); err != nil {
+				return
+			}
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// send queues m; acks wait for room, reports are dropped when the queue is full.
+func (s *Stream) send(m *gloadpb.ClientMessage, mustDeliver bool) {
+	if !mustDeliver {
+		select {
+		case s.out <- m:
+		default:
+		}
+		return
+	}
+	select {
+	case s.out <- m:
+	case <-s.senderDone:
+	case <-s.ctx.Done():
+	}
+}
+
+// Next returns the next batch, or io.EOF after the last one. With AckOnNext
+// (the default) it first acknowledges the batch it returned before.
+func (s *Stream) Next(ctx context.Context) (*Batch, error) {
+	if s.done != nil {
+		return nil, s.done
+	}
+	t0 := s.opts.now()
+	if s.last != nil && s.opts.ackOnNext {
+		s.last.ack()
+	}
+	var r received
+	select {
+	case r = <-s.in:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	switch {
+	case r.err != nil:
+		if errors.Is(r.err, io.EOF) {
+			r.err = fmt.Errorf("%w: stream ended without end message", ErrProtocol)
+		}
+		s.done = r.err
+		return nil, r.err
+	case r.end != nil:
+		s.done = io.EOF
+		s.send(nil, true)
+		return nil, io.EOF
+	}
+	b := r.batch
+	t1 := s.opts.now()
+	if s.opts.reports {
+		var step time.Duration
+		if !s.prevReturn.IsZero() {
+			step = t0.Sub(s.prevReturn)
+		}
+		s.send(&gloadpb.ClientMessage{Msg: &gloadpb.ClientMessage_Report{Report: &gloadpb.StepReport{
+			Seq: b.Seq, WaitUs: uint64(t1.Sub(t0).Microseconds()), StepUs: uint64(step.Microseconds()),
+			ClientTimeUnixUs: t1.UnixMicro(),
+		}}}, false)
+	}
+	s.prevReturn = t1
+	s.last, s.lastStep, s.haveLast = b, b.RankStep, true
+	return b, nil
+}
+
+// State returns the resume state matching the last batch Next returned:
+// consumed = start.consumed + (rank_step+1) × world_size.
+func (s *Stream) State() *gloadpb.ResumeState {
+	st := &gloadpb.ResumeState{}
+	if start := s.opened.GetStart(); start != nil {
+		st = proto.Clone(start).(*gloadpb.ResumeState)
+	}
+	if s.haveLast {
+		st.Consumed += (s.lastStep + 1) * uint64(max(s.opened.WorldSize, 1))
+	}
+	return st
+}
+
+// Close ends the stream and waits for its goroutines. Batches not yet
+// released stay valid.
+func (s *Stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.done == nil {
+		s.done = ErrClosed
+	}
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,126 @@
+package loader
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultMaxPrefetch     = 64
+	DefaultPrefetch        = 8
+	DefaultDrainTimeout    = 10 * time.Second
+	DefaultPlanCacheSize   = 8
+	DefaultMaxBatchBytes   = 256 << 20
+	DefaultMaxClientLabels = 64
+	// maxMessageBytes is gRPC's hard limit on one message.
+	maxMessageBytes = 1<<31 - 1
+)
+
+// Config configures a Server. The zero value of every field but Datasets
+// means its documented default.
+type Config struct {
+	// Datasets maps the names clients use to dataset directories.
+	Datasets map[string]string
+	// MaxPrefetch bounds the prefetch depth a client may ask for (default 64).
+	MaxPrefetch int
+	// DefaultPrefetch is granted to clients that ask for 0 (default 8).
+	DefaultPrefetch int
+	// DrainTimeout bounds how long Serve waits for open streams to finish
+	// after its context ends (default 10s; negative: do not wait).
+	DrainTimeout time.Duration
+	// PlanCacheSize is how many epoch plans stay cached (default 8).
+	PlanCacheSize int
+	// MaxBatchBytes bounds the encoded size of one batch message (default
+	// 256 MiB); a stream whose largest shape exceeds it is refused.
+	MaxBatchBytes int64
+	// MaxClientLabels bounds the distinct client_id label values in metrics
+	// (default 64); further clients share the label "_other".
+	MaxClientLabels int
+	// TLSCertFile and TLSKeyFile enable TLS (PEM files); both or neither.
+	TLSCertFile, TLSKeyFile string
+	// NoWriteIndex keeps a rebuilt gload.index in memory only.
+	NoWriteIndex bool
+	// Version is reported by Health.
+	Version string
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// datasetName is what a dataset may be called (it appears in metrics labels
+// and error messages).
+var datasetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// normalized validates c and applies defaults.
+func (c Config) normalized() (Config, error) {
+	if len(c.Datasets) == 0 {
+		return c, fmt.Errorf("%w: no datasets", ErrConfig)
+	}
+	for name, dir := range c.Datasets {
+		if !datasetName.MatchString(name) {
+			return c, fmt.Errorf("%w: dataset name %q: want 1-64 letters, digits, '.', '_' or '-'", ErrConfig, name)
+		}
+		if dir == "" {
+			return c, fmt.Errorf("%w: dataset %s: empty directory", ErrConfig, name)
+		}
+	}
+	if c.MaxPrefetch == 0 {
+		c.MaxPrefetch = DefaultMaxPrefetch
+	}
+	if c.DefaultPrefetch == 0 {
+		c.DefaultPrefetch = min(DefaultPrefetch, c.MaxPrefetch)
+	}
+	if c.MaxPrefetch < 1 || c.MaxPrefetch > 1<<16 {
+		return c, fmt.Errorf("%w: max prefetch %d: want 1 to 65536", ErrConfig, c.MaxPrefetch)
+	}
+	if c.DefaultPrefetch < 1 || c.DefaultPrefetch > c.MaxPrefetch {
+		return c, fmt.Errorf("%w: default prefetch %d: want 1 to max prefetch %d", ErrConfig, c.DefaultPrefetch, c.MaxPrefetch)
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.DrainTimeout < 0 {
+		c.DrainTimeout = 0
+	}
+	if c.PlanCacheSize == 0 {
+		c.PlanCacheSize = DefaultPlanCacheSize
+	}
+	if c.PlanCacheSize < 1 {
+		return c, fmt.Errorf("%w: plan cache size %d: want > 0", ErrConfig, c.PlanCacheSize)
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.MaxBatchBytes < 1<<10 || c.MaxBatchBytes > maxMessageBytes {
+		return c, fmt.Errorf("%w: max batch bytes %d: want 1 KiB to 2 GiB", ErrConfig, c.MaxBatchBytes)
+	}
+	if c.MaxClientLabels == 0 {
+		c.MaxClientLabels = DefaultMaxClientLabels
+	}
+	if c.MaxClientLabels < 1 {
+		return c, fmt.Errorf("%w: max client labels %d: want > 0", ErrConfig, c.MaxClientLabels)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return c, fmt.Errorf("%w: TLS needs both a certificate and a key file", ErrConfig)
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// sortedNames returns the dataset names in order.
+func sortedNames(m map[string]string) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

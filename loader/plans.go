@@ -1,0 +1,180 @@
+package loader
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// policyConfig turns the wire policy into a bucket.Config for planWorld.
+// Zero fields take bucket's defaults, so equal policies hash equal.
+func policyConfig(p *gloadpb.BatchPolicy, planWorld int) bucket.Config {
+	c := bucket.DefaultConfig()
+	if p == nil {
+		p = &gloadpb.BatchPolicy{}
+	}
+	if p.Policy != "" {
+		c.Policy = bucket.Policy(p.Policy)
+	}
+	c.BatchSize = int(p.BatchSize)
+	c.TokenBudget = int(p.TokenBudget)
+	c.SeqLen = int(p.SeqLen)
+	c.MaxLength = int(p.MaxLength)
+	if p.PadMultiple != 0 {
+		c.PadMultiple = int(p.PadMultiple)
+	}
+	for _, b := range p.Boundaries {
+		c.Boundaries = append(c.Boundaries, int(b))
+	}
+	c.AutoBuckets = int(p.AutoBuckets)
+	if p.MegaBatchMult != 0 {
+		c.MegaBatchMult = int(p.MegaBatchMult)
+	}
+	if p.Remainder != "" {
+		c.Remainder = bucket.Remainder(p.Remainder)
+	}
+	c.WarmupShapes = !p.NoWarmup
+	c.SplitDocs = p.SplitDocs
+	c.PlanWorld = planWorld
+	return c
+}
+
+// policyHash identifies the plan-shaping part of a policy: 16 hex digits of
+// the SHA-256 of its fields with defaults applied (position_start and pad_id
+// change batch contents, not the plan, and are left out).
+func policyHash(c bucket.Config) string {
+	h := sha256.New()
+	var buf [8]byte
+	putInt := func(v int) {
+		binary.LittleEndian.PutUint64(buf[:], uint64(int64(v)))
+		h.Write(buf[:])
+	}
+	putStr := func(s string) {
+		putInt(len(s))
+		h.Write([]byte(s))
+	}
+	putStr("gload/policy/v1")
+	putStr(string(c.Policy))
+	putStr(string(c.Remainder))
+	for _, v := range []int{c.BatchSize, c.TokenBudget, c.SeqLen, c.MaxLength, c.PadMultiple, c.AutoBuckets, c.MegaBatchMult} {
+		putInt(v)
+	}
+	putInt(len(c.Boundaries))
+	for _, b := range c.Boundaries {
+		putInt(b)
+	}
+	flags := 0
+	if c.WarmupShapes {
+		flags |= 1
+	}
+	if c.SplitDocs {
+		flags |= 2
+	}
+	putInt(flags)
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// planKey identifies a cached plan.
+type planKey struct {
+	fingerprint string
+	seed        uint64
+	epoch       int
+	policy      string // policyHash
+	planWorld   int
+}
+
+func (k planKey) String() string {
+	return k.fingerprint + "/" + strconv.FormatUint(k.seed, 10) + "/" + strconv.Itoa(k.epoch) + "/" + k.policy + "/" + strconv.Itoa(k.planWorld)
+}
+
+// planCache is an LRU of epoch plans; concurrent misses for one key share a
+// single computation.
+type planCache struct {
+	mu    sync.Mutex
+	cap   int
+	ll    *list.List // of *planEntry, most recent first
+	items map[planKey]*list.Element
+	group singleflight.Group
+
+	observe func(policy string, d time.Duration, hit bool)
+}
+
+type planEntry struct {
+	key  planKey
+	plan *bucket.Plan
+}
+
+func newPlanCache(capacity int, observe func(string, time.Duration, bool)) *planCache {
+	return &planCache{cap: capacity, ll: list.New(), items: map[planKey]*list.Element{}, observe: observe}
+}
+
+func (c *planCache) lookup(k planKey) *bucket.Plan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[k]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*planEntry).plan
+	}
+	return nil
+}
+
+func (c *planCache) store(k planKey, p *bucket.Plan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[k]; ok {
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.items[k] = c.ll.PushFront(&planEntry{key: k, plan: p})
+	for c.ll.Len() > c.cap {
+		old := c.ll.Back()
+		c.ll.Remove(old)
+		delete(c.items, old.Value.(*planEntry).key)
+	}
+}
+
+// get returns the plan for k, computing it with lengths and cfg on a miss.
+func (c *planCache) get(k planKey, lengths []uint32, cfg bucket.Config) (*bucket.Plan, error) {
+	if p := c.lookup(k); p != nil {
+		c.observe(string(cfg.Policy), 0, true)
+		return p, nil
+	}
+	v, err, _ := c.group.Do(k.String(), func() (any, error) {
+		if p := c.lookup(k); p != nil {
+			return p, nil
+		}
+		t0 := time.Now()
+		p, err := bucket.NewPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.observe(string(cfg.Policy), time.Since(t0), false)
+		c.store(k, p)
+		return p, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p, ok := v.(*bucket.Plan)
+	if !ok {
+		return nil, fmt.Errorf("plan %s: internal error: unexpected %T", k, v)
+	}
+	return p, nil
+}
+
+// len returns the number of cached plans.
+func (c *planCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len()
+}

@@ -1,0 +1,202 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// ListDatasets describes the datasets this server was started with.
+func (s *Server) ListDatasets(context.Context, *gloadpb.ListDatasetsRequest) (*gloadpb.ListDatasetsResponse, error) {
+	out := &gloadpb.ListDatasetsResponse{}
+	for _, n := range s.names {
+		out.Datasets = append(out.Datasets, s.datasets[n].info)
+	}
+	return out, nil
+}
+
+// Health says whether the server is serving and what it serves.
+func (s *Server) Health(context.Context, *gloadpb.HealthRequest) (*gloadpb.HealthResponse, error) {
+	return &gloadpb.HealthResponse{
+		Serving:  !s.draining.Load(),
+		Version:  s.cfg.Version,
+		Datasets: append([]string(nil), s.names...),
+		Streams:  uint32(s.streams.Load()),
+		UptimeS:  s.now().Sub(s.started).Seconds(),
+	}, nil
+}
+
+// Plan describes one consumer's share of an epoch without streaming it.
+func (s *Server) Plan(ctx context.Context, req *gloadpb.PlanRequest) (*gloadpb.PlanResponse, error) {
+	c, err := s.resolve(req.GetOpen())
+	if err != nil {
+		return nil, err
+	}
+	st := c.plan.Stats()
+	return &gloadpb.PlanResponse{
+		Batches:       uint64(len(c.assigned)),
+		GlobalBatches: uint64(c.plan.Len()),
+		Shapes:        wireShapes(c.plan.Shapes()),
+		PaddingShare:  st.PaddingShare,
+		Start:         c.start,
+	}, nil
+}
+
+func wireShapes(shapes []bucket.Shape) []*gloadpb.Shape {
+	out := make([]*gloadpb.Shape, len(shapes))
+	for i, sh := range shapes {
+		out[i] = &gloadpb.Shape{Rows: uint32(sh.Rows), Length: uint32(sh.Length)}
+	}
+	return out
+}
+
+// consumer is one validated Open: the plan and this consumer's share of it.
+type consumer struct {
+	ds                           *served
+	open                         *gloadpb.Open
+	cfg                          bucket.Config
+	plan                         *bucket.Plan
+	start                        *gloadpb.ResumeState
+	rank, world, worker, workers int
+	assigned                     []int
+}
+
+// resolve validates an Open and finds (or computes) its plan. Its errors are
+// gRPC statuses whose message names the offending field.
+func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
+	if open == nil {
+		return nil, status.Error(codes.InvalidArgument, "open: missing (the first message of a stream must be open)")
+	}
+	d, ok := s.datasets[open.Dataset]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "dataset: %q is not served here; this server serves: %s",
+			open.Dataset, strings.Join(s.names, ", "))
+	}
+	if err := d.check(); err != nil {
+		s.log.Warn("dataset refused", "dataset", d.name, "err", err)
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	world, workers := int(max(open.WorldSize, 1)), int(max(open.NumWorkers, 1))
+	if int(open.Rank) >= world {
+		return nil, status.Errorf(codes.InvalidArgument, "rank: %d must be less than world_size %d", open.Rank, world)
+	}
+	if int(open.Worker) >= workers {
+		return nil, status.Errorf(codes.InvalidArgument, "worker: %d must be less than num_workers %d", open.Worker, workers)
+	}
+	switch open.Transport {
+	case gloadpb.Transport_TRANSPORT_GRPC:
+	case gloadpb.Transport_TRANSPORT_SHM:
+		return nil, status.Error(codes.Unimplemented, "transport: shm (shared memory) is not implemented by this server yet; use grpc")
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "transport: unknown value %d", int32(open.Transport))
+	}
+	if ps := open.GetPolicy().GetPositionStart(); ps < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "policy.position_start: %d must be >= 0", ps)
+	}
+	planWorld := world
+	var consumed uint64
+	probe := policyConfig(open.Policy, 1)
+	phash := policyHash(probe)
+	if r := open.Resume; r != nil {
+		if r.Fingerprint != d.info.Fingerprint {
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"resume.fingerprint: dataset changed since the state was saved (state %s, dataset %s now %s)",
+				r.Fingerprint, d.name, d.info.Fingerprint)
+		}
+		if r.Seed != open.Seed {
+			return nil, status.Errorf(codes.FailedPrecondition, "resume.seed: the state was saved with seed %d, open asks for %d", r.Seed, open.Seed)
+		}
+		if r.Epoch != open.Epoch {
+			return nil, status.Errorf(codes.FailedPrecondition, "resume.epoch: the state was saved in epoch %d, open asks for %d", r.Epoch, open.Epoch)
+		}
+		if r.PolicyHash != phash {
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"resume.policy_hash: the batch policy differs from the one the state was saved with (state %q, policy %q)", r.PolicyHash, phash)
+		}
+		planWorld = int(max(r.PlanWorld, 1))
+		consumed = r.Consumed
+	}
+	if consumed > math.MaxInt32 {
+		return nil, status.Errorf(codes.InvalidArgument, "resume.consumed: %d is beyond any plan", consumed)
+	}
+	cfg := policyConfig(open.Policy, planWorld)
+	key := planKey{fingerprint: d.info.Fingerprint, seed: open.Seed, epoch: int(open.Epoch), policy: phash, planWorld: planWorld}
+	plan, err := s.plans.get(key, d.ds.Lengths(), cfg)
+	if err != nil {
+		return nil, planStatus(err)
+	}
+	assigned, err := plan.Assign(int(consumed), int(open.Rank), world, int(open.Worker), workers)
+	if err != nil {
+		return nil, planStatus(err)
+	}
+	if err := s.checkShapes(plan, cfg); err != nil {
+		return nil, err
+	}
+	return &consumer{
+		ds: d, open: open, cfg: cfg, plan: plan,
+		start: &gloadpb.ResumeState{
+			Fingerprint: d.info.Fingerprint, Seed: open.Seed, Epoch: open.Epoch,
+			PolicyHash: phash, Consumed: consumed, PlanWorld: uint32(planWorld),
+		},
+		rank: int(open.Rank), world: world, worker: int(open.Worker), workers: workers,
+		assigned: assigned,
+	}, nil
+}
+
+// checkShapes refuses plans whose largest batch exceeds MaxBatchBytes.
+func (s *Server) checkShapes(p *bucket.Plan, cfg bucket.Config) error {
+	per := int64(4)
+	if cfg.Policy == bucket.Packed {
+		per = 8 // input_ids and position_ids
+	}
+	for _, sh := range p.Shapes() {
+		// input_ids (+ position_ids), plus at worst one index entry and one
+		// length per row.
+		n := int64(sh.Rows)*int64(sh.Length)*per + int64(sh.Rows)*12
+		if n > s.cfg.MaxBatchBytes {
+			return status.Errorf(codes.InvalidArgument,
+				"policy.batch_size: batches of %d×%d tokens need %d bytes, more than this server's limit of %d",
+				sh.Rows, sh.Length, n, s.cfg.MaxBatchBytes)
+		}
+	}
+	return nil
+}
+
+// topLevel are bucket's field names that are Open fields, not policy fields.
+var topLevel = map[string]bool{"start": true, "world_size": true, "rank": true, "num_workers": true, "worker": true, "epoch": true}
+
+// planStatus maps a bucket error to a gRPC status naming the field.
+func planStatus(err error) error {
+	var ce *bucket.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		field := ce.Field
+		switch {
+		case field == "start":
+			field = "resume.consumed"
+		case field == "plan_world":
+			field = "world_size"
+		case !topLevel[field]:
+			field = "policy." + field
+		}
+		return status.Errorf(codes.InvalidArgument, "%s: %s", field, ce.Msg)
+	case errors.Is(err, bucket.ErrTokenBudget):
+		return status.Errorf(codes.InvalidArgument, "policy.token_budget: %s", strings.TrimPrefix(err.Error(), "bucket: "))
+	case errors.Is(err, bucket.ErrTooLarge):
+		return status.Errorf(codes.ResourceExhausted, "plan: %v", err)
+	}
+	return status.Errorf(codes.Internal, "plan: %v", err)
+}
+
+// describe is a short description of a consumer for logs and errors.
+func (c *consumer) describe() string {
+	return fmt.Sprintf("dataset %s rank %d/%d worker %d/%d", c.ds.name, c.rank, c.world, c.worker, c.workers)
+}

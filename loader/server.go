@@ -1,0 +1,301 @@
+package loader
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// Server is the gload batch service. Build it with NewServer, run it with
+// Serve; its methods are safe for concurrent use.
+type Server struct {
+	gloadpb.UnimplementedLoaderServer
+
+	cfg      Config
+	log      *slog.Logger
+	datasets map[string]*served
+	names    []string
+	plans    *planCache
+	pool     *bufPool
+	metrics  *metrics
+	clients  *clientTable
+	grpc     *grpc.Server
+	started  time.Time
+	now      func() time.Time
+
+	streams  atomic.Int64
+	draining atomic.Bool
+	served   atomic.Bool
+	// abort ends running streams once the drain timeout has passed.
+	abort     context.Context
+	abortFunc context.CancelFunc
+	// wg owns every goroutine a stream starts.
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// served is one dataset the server was started with.
+type served struct {
+	name  string
+	dir   string
+	ds    *dataset.Dataset
+	info  *gloadpb.DatasetInfo
+	files []shardFile
+	// broken holds the reason the dataset is refused, once it is.
+	broken atomic.Pointer[string]
+}
+
+// shardFile is what a shard looked like on disk when the dataset was opened.
+type shardFile struct {
+	name, path string
+	size       int64
+	mtime      time.Time
+	fi         os.FileInfo
+}
+
+// NewServer opens every dataset of cfg and returns a server ready to Serve.
+// A dataset that cannot be opened (a corrupt or truncated shard, a missing
+// file) fails the start with an error naming the dataset, the file and why.
+func NewServer(cfg Config) (*Server, error) {
+	cfg, err := cfg.normalized()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		datasets: map[string]*served{},
+		names:    sortedNames(cfg.Datasets),
+		pool:     &bufPool{},
+		metrics:  newMetrics(cfg.MaxClientLabels),
+		now:      time.Now,
+	}
+	s.clients = newClientTable(func() time.Time { return s.now() })
+	s.plans = newPlanCache(cfg.PlanCacheSize, s.metrics.observePlan)
+	s.abort, s.abortFunc = context.WithCancel(context.Background())
+
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newServerCodec()),
+		grpc.WaitForHandlers(true),
+		grpc.MaxRecvMsgSize(1 << 20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.InitialWindowSize(4 << 20),
+		grpc.InitialConnWindowSize(16 << 20),
+		grpc.WriteBufferSize(256 << 10),
+	}
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: load TLS key pair %s, %s: %w", ErrConfig, cfg.TLSCertFile, cfg.TLSKeyFile, err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+	}
+
+	for _, name := range s.names {
+		d, err := s.openDataset(name, cfg.Datasets[name])
+		if err != nil {
+			s.log.Error("dataset refused", "dataset", name, "dir", cfg.Datasets[name], "err", err)
+			return nil, errors.Join(err, s.closeDatasets())
+		}
+		s.datasets[name] = d
+		s.metrics.streams.WithLabelValues(name).Set(0)
+	}
+	s.grpc = grpc.NewServer(opts...)
+	gloadpb.RegisterLoaderServer(s.grpc, s)
+	s.started = s.now()
+	return s, nil
+}
+
+func (s *Server) openDataset(name, dir string) (*served, error) {
+	t0 := time.Now()
+	ds, err := dataset.Open(dir, dataset.OpenOptions{WriteIndex: !s.cfg.NoWriteIndex, Logger: s.log.With("dataset", name)})
+	if err != nil {
+		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
+	}
+	d := &served{name: name, dir: dir, ds: ds}
+	var tokens int64
+	maxLen := uint32(0)
+	for _, l := range ds.Lengths() {
+		tokens += int64(l)
+		maxLen = max(maxLen, l)
+	}
+	shards := ds.Shards()
+	for _, sh := range shards {
+		path := filepath.Join(dir, sh.Name)
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("%w: dataset %s: stat shard %s: %w", ErrDataset, name, path, err), ds.Close())
+		}
+		if fi.Size() != sh.Bytes {
+			return nil, errors.Join(fmt.Errorf("%w: dataset %s: shard %s changed while it was opened (%d bytes, mapped %d)",
+				ErrDataset, name, path, fi.Size(), sh.Bytes), ds.Close())
+		}
+		d.files = append(d.files, shardFile{name: sh.Name, path: path, size: sh.Bytes, mtime: fi.ModTime(), fi: fi})
+	}
+	d.info = &gloadpb.DatasetInfo{
+		Name: name, Rows: uint64(ds.Len()), Tokens: uint64(tokens), Fingerprint: ds.Fingerprint(),
+		TokenizerHash: ds.TokenizerHash(), Shards: uint32(len(shards)), MaxLength: maxLen,
+	}
+	s.log.Info("dataset opened", "dataset", name, "dir", dir, "rows", ds.Len(), "tokens", tokens,
+		"shards", len(shards), "fingerprint", ds.Fingerprint(), "index_used", ds.IndexUsed(),
+		"zero_copy", ds.ZeroCopy(), "took", time.Since(t0))
+	return d, nil
+}
+
+// check refuses a dataset whose shard files changed on disk since it was
+// opened (size, mtime or the file itself replaced).
+func (d *served) check() error {
+	if r := d.broken.Load(); r != nil {
+		return fmt.Errorf("%w: %s", ErrDataset, *r)
+	}
+	for _, f := range d.files {
+		fi, err := os.Stat(f.path)
+		var why string
+		switch {
+		case err != nil:
+			why = err.Error()
+		case fi.Size() != f.size:
+			why = fmt.Sprintf("size %d, was %d when the server opened it", fi.Size(), f.size)
+		case !fi.ModTime().Equal(f.mtime):
+			why = fmt.Sprintf("modified at %s, after the server opened it", fi.ModTime().UTC().Format(time.RFC3339Nano))
+		case !os.SameFile(fi, f.fi):
+			why = "replaced by another file since the server opened it"
+		default:
+			continue
+		}
+		reason := fmt.Sprintf("dataset %s: shard %s changed on disk (%s); restart the server to serve the new files", d.name, f.path, why)
+		d.broken.CompareAndSwap(nil, &reason)
+		return fmt.Errorf("%w: %s", ErrDataset, *d.broken.Load())
+	}
+	return nil
+}
+
+// markBroken refuses the dataset from now on.
+func (d *served) markBroken(reason string) {
+	d.broken.CompareAndSwap(nil, &reason)
+}
+
+// Serve serves gRPC on lis until ctx ends, then stops accepting, lets open
+// streams finish for at most Config.DrainTimeout, ends the rest, and closes
+// the datasets. It returns nil after a shutdown through ctx.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	if !s.served.CompareAndSwap(false, true) {
+		return ErrServed
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.grpc.Serve(lis) }()
+	s.log.Info("serving", "addr", addrString(lis.Addr()), "datasets", s.names,
+		"max_prefetch", s.cfg.MaxPrefetch, "tls", s.cfg.TLSCertFile != "")
+	select {
+	case err := <-errc:
+		s.abortFunc()
+		s.grpc.Stop()
+		s.wg.Wait()
+		return errors.Join(fmt.Errorf("serve %s: %w", addrString(lis.Addr()), err), s.closeDatasets())
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("draining", "streams", s.streams.Load(), "timeout", s.cfg.DrainTimeout)
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(s.cfg.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		s.log.Warn("drain timeout: ending open streams", "streams", s.streams.Load())
+		s.abortFunc()
+		s.grpc.Stop()
+		<-stopped
+	}
+	s.abortFunc()
+	<-errc
+	s.wg.Wait()
+	err := s.closeDatasets()
+	s.log.Info("stopped", "err", err)
+	return err
+}
+
+// Close stops the server at once (ending open streams) and closes the
+// datasets. It is for servers that are not (or no longer) served; Serve
+// closes on its own.
+func (s *Server) Close() error {
+	s.draining.Store(true)
+	s.abortFunc()
+	s.grpc.Stop()
+	s.wg.Wait()
+	return s.closeDatasets()
+}
+
+func (s *Server) closeDatasets() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		for _, d := range s.datasets {
+			if err := d.ds.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close dataset %s: %w", d.name, err))
+			}
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// MetricsHandler serves the Prometheus metrics of this server.
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
+
+// ServeMetrics serves /metrics over HTTP on lis until ctx ends.
+func (s *Server) ServeMetrics(ctx context.Context, lis net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.MetricsHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(lis) }()
+	s.log.Info("serving metrics", "addr", addrString(lis.Addr()))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics on %s: %w", addrString(lis.Addr()), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc
+	if err != nil {
+		return fmt.Errorf("stop metrics on %s: %w", addrString(lis.Addr()), err)
+	}
+	return nil
+}
+
+// Clients returns what the server knows about its clients (open streams,
+// queue depth, step reports), sorted by dataset and client id.
+func (s *Server) Clients() []ClientStat { return s.clients.snapshot() }
+
+// Streams returns the number of open batch streams.
+func (s *Server) Streams() int { return int(s.streams.Load()) }
+
+func addrString(a net.Addr) string {
+	if a.Network() == "unix" {
+		return unixURL(a.String())
+	}
+	return a.String()
+}

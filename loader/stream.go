@@ -1,0 +1,316 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// endWait bounds how long a finished stream waits for the client to close
+// its side after End, so that the stream's receive goroutine ends first.
+const endWait = 5 * time.Second
+
+// errClientDone means the client closed its side of the stream.
+var errClientDone = errors.New("client closed the stream")
+
+// Batches streams one consumer's share of an epoch: the first client message
+// is Open, the server answers Opened, then sends batches, never more than the
+// granted prefetch ahead of the client's acks, then End.
+func (s *Server) Batches(stream gloadpb.Loader_BatchesServer) error {
+	if s.draining.Load() {
+		return status.Error(codes.Unavailable, "server is shutting down")
+	}
+	msg, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return status.Error(codes.InvalidArgument, "open: the stream closed before its open message")
+	}
+	if err != nil {
+		return err
+	}
+	c, err := s.resolve(msg.GetOpen())
+	if err != nil {
+		s.log.Info("stream refused", "dataset", msg.GetOpen().GetDataset(), "client", msg.GetOpen().GetClientId(), "err", err)
+		return err
+	}
+	err = s.runStream(stream, c)
+	if err != nil {
+		code := status.Code(err)
+		s.metrics.streamErrors.WithLabelValues(c.ds.name, code.String()).Inc()
+		if code != codes.Canceled {
+			s.log.Warn("stream failed", "consumer", c.describe(), "client", c.open.ClientId, "err", err)
+		}
+	}
+	return err
+}
+
+// credits tracks the batches sent and not yet acknowledged, and keeps the
+// queue-depth metrics in step with them.
+type credits struct {
+	mu     sync.Mutex
+	out    map[uint64]struct{}
+	closed bool
+	free   chan struct{} // one token per batch the server may still send
+	depth  func(delta int)
+}
+
+func newCredits(n int, depth func(int)) *credits {
+	c := &credits{out: make(map[uint64]struct{}, n), free: make(chan struct{}, n), depth: depth}
+	for range n {
+		c.free <- struct{}{}
+	}
+	return c
+}
+
+func (c *credits) sent(seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.out[seq] = struct{}{}
+		c.depth(1)
+	}
+}
+
+// ack returns seq's credit; false if seq is not outstanding (acks arriving
+// after close are ignored).
+func (c *credits) ack(seq uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return true
+	}
+	if _, ok := c.out[seq]; !ok {
+		return false
+	}
+	delete(c.out, seq)
+	c.depth(-1)
+	c.free <- struct{}{} // never blocks: tokens + outstanding ≤ cap
+	return true
+}
+
+// close forgets the outstanding batches (the stream is over).
+func (c *credits) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		c.depth(-len(c.out))
+		clear(c.out)
+	}
+}
+
+// streamStats are the per-stream handles on client metrics.
+type streamStats struct {
+	key    clientKey
+	client *clientState
+	queue  prometheus.Gauge
+	wait   prometheus.Observer
+	step   prometheus.Observer
+	share  prometheus.Gauge
+}
+
+func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (err error) {
+	ctx := stream.Context()
+	prefetch := int(c.open.Prefetch)
+	if prefetch == 0 {
+		prefetch = s.cfg.DefaultPrefetch
+	}
+	prefetch = min(prefetch, s.cfg.MaxPrefetch)
+	clientID := c.open.ClientId
+	label := s.metrics.labels.acquire(clientID)
+	defer s.metrics.labels.release(label)
+	st := &streamStats{
+		key:   clientKey{c.ds.name, clientID},
+		queue: s.metrics.queueDepth.WithLabelValues(c.ds.name, label),
+		wait:  s.metrics.waitSeconds.WithLabelValues(c.ds.name, label),
+		step:  s.metrics.stepSeconds.WithLabelValues(c.ds.name, label),
+		share: s.metrics.waitShare.WithLabelValues(c.ds.name, label),
+	}
+	st.client = s.clients.open(st.key)
+	cr := newCredits(prefetch, func(d int) {
+		st.queue.Add(float64(d))
+		st.client.queue.Add(int64(d))
+	})
+	s.streams.Add(1)
+	s.metrics.streams.WithLabelValues(c.ds.name).Inc()
+	defer func() {
+		cr.close()
+		s.clients.close(st.key)
+		s.metrics.streams.WithLabelValues(c.ds.name).Dec()
+		s.streams.Add(-1)
+	}()
+
+	opened := &gloadpb.Opened{
+		Fingerprint: c.ds.info.Fingerprint,
+		Batches:     uint64(len(c.assigned)),
+		Start:       c.start,
+		Shapes:      wireShapes(c.plan.Shapes()),
+		Prefetch:    uint32(prefetch),
+		WorldSize:   uint32(c.world),
+		NumWorkers:  uint32(c.workers),
+	}
+	if err := stream.Send(&gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_Opened{Opened: opened}}); err != nil {
+		return err
+	}
+	s.log.Info("stream opened", "consumer", c.describe(), "client", clientID, "batches", len(c.assigned),
+		"prefetch", prefetch, "consumed", c.start.Consumed, "plan_world", c.start.PlanWorld)
+
+	recvDone := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		recvDone <- s.receive(stream, cr, st)
+	}()
+	var recvErr error
+	recvEnded := false
+	onRecv := func(err error) error {
+		recvEnded, recvErr = true, err
+		if errors.Is(err, errClientDone) {
+			return nil
+		}
+		return err
+	}
+
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	asm := newAssembler(c.ds.ds, s.pool, s.cfg.MaxBatchBytes)
+	packed := c.cfg.Policy == bucket.Packed
+	batches := s.metrics.batches.WithLabelValues(c.ds.name)
+	bytes := s.metrics.bytes.WithLabelValues(c.ds.name)
+	for i, g := range c.assigned {
+		select {
+		case <-cr.free:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case err := <-recvDone:
+			return onRecv(err)
+		case <-s.abort.Done():
+			return status.Error(codes.Unavailable, "server is shutting down")
+		}
+		h := batchHeader{
+			seq: uint64(i), global: uint64(g), rankStep: uint64(c.worker + i*c.workers),
+			packed: packed, padID: c.open.GetPolicy().GetPadId(), posStart: c.open.GetPolicy().GetPositionStart(),
+		}
+		wb, err := s.build(asm, c, g, h)
+		if err != nil {
+			return err
+		}
+		n := wb.len()
+		cr.sent(h.seq)
+		if err := stream.SendMsg(wb); err != nil {
+			wb.release()
+			return err
+		}
+		batches.Inc()
+		bytes.Add(float64(n))
+	}
+	end := &gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_End{End: &gloadpb.End{Batches: uint64(len(c.assigned))}}}
+	if err := stream.Send(end); err != nil {
+		return err
+	}
+	s.log.Info("stream finished", "consumer", c.describe(), "client", clientID, "batches", len(c.assigned))
+	if !recvEnded {
+		timer := time.NewTimer(endWait)
+		defer timer.Stop()
+		select {
+		case err := <-recvDone:
+			recvErr = err
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-s.abort.Done():
+		}
+	}
+	if recvErr != nil && !errors.Is(recvErr, errClientDone) && status.Code(recvErr) == codes.InvalidArgument {
+		return recvErr
+	}
+	return nil
+}
+
+// receive handles the client's acks and step reports until the stream ends.
+func (s *Server) receive(stream gloadpb.Loader_BatchesServer, cr *credits, st *streamStats) error {
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return errClientDone
+		}
+		if err != nil {
+			return err
+		}
+		switch v := m.Msg.(type) {
+		case *gloadpb.ClientMessage_Ack:
+			if !cr.ack(v.Ack.GetSeq()) {
+				return status.Errorf(codes.InvalidArgument, "ack: batch %d was not sent or is already acknowledged", v.Ack.GetSeq())
+			}
+		case *gloadpb.ClientMessage_Report:
+			r := v.Report
+			wait := time.Duration(r.GetWaitUs()) * time.Microsecond
+			step := time.Duration(r.GetStepUs()) * time.Microsecond
+			var ct time.Time
+			if r.GetClientTimeUnixUs() != 0 {
+				ct = time.UnixMicro(r.GetClientTimeUnixUs())
+			}
+			share := s.clients.report(st.key, wait, step, ct)
+			st.wait.Observe(wait.Seconds())
+			st.step.Observe(step.Seconds())
+			st.share.Set(share)
+		case *gloadpb.ClientMessage_Open:
+			return status.Error(codes.InvalidArgument, "open: sent twice on one stream")
+		default:
+			return status.Error(codes.InvalidArgument, "message: empty or unknown client message")
+		}
+	}
+}
+
+// build assembles global batch g with memory faults on the mapped shards
+// turned into errors (debug.SetPanicOnFault is on for the stream goroutine).
+func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader) (wb *wireBatch, err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		fault, ok := r.(interface{ Addr() uintptr })
+		if _, isRT := r.(runtime.Error); !ok || !isRT {
+			panic(r)
+		}
+		reason := fmt.Sprintf("dataset %s: memory fault at %#x reading %s: a shard was truncated or rewritten under the server",
+			c.ds.name, fault.Addr(), c.ds.shardOf(asm.cur))
+		c.ds.markBroken(reason)
+		s.log.Error("data loss", "dataset", c.ds.name, "err", reason)
+		wb, err = nil, status.Errorf(codes.DataLoss, "%v: %s", ErrDataLoss, reason)
+	}()
+	wb, err = asm.assemble(c.plan.Batch(g), h)
+	if err != nil {
+		if errors.Is(err, dataset.ErrCorrupt) || errors.Is(err, dataset.ErrStaleIndex) || errors.Is(err, dataset.ErrClosed) {
+			c.ds.markBroken(fmt.Sprintf("dataset %s: %v", c.ds.name, err))
+			return nil, status.Errorf(codes.DataLoss, "%v: dataset %s: batch %d: %v", ErrDataLoss, c.ds.name, g, err)
+		}
+		return nil, status.Errorf(codes.Internal, "dataset %s: batch %d: %v", c.ds.name, g, err)
+	}
+	return wb, nil
+}
+
+// shardOf names the shard holding row (for error messages).
+func (d *served) shardOf(row int) string {
+	if row < 0 {
+		return "a shard"
+	}
+	n := int64(row)
+	for _, sh := range d.ds.Shards() {
+		if n < sh.Rows {
+			return fmt.Sprintf("shard %s (row %d)", sh.Name, row)
+		}
+		n -= sh.Rows
+	}
+	return fmt.Sprintf("row %d", row)
+}
