@@ -1601,6 +1601,128 @@ func (x *HealthResponse) GetUptimeS() float64 {
 	return 0
 }
 
+type WatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	IntervalS     float64                `protobuf:"fixed64,1,opt,name=interval_s,json=intervalS,proto3" json:"interval_s,omitempty"` // seconds between reports (0: 1 s)
+	Once          bool                   `protobuf:"varint,2,opt,name=once,proto3" json:"once,omitempty"`                             // send one report, then end the stream
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_gload_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gload_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_gload_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchRequest) GetIntervalS() float64 {
+	if x != nil {
+		return x.IntervalS
+	}
+	return 0
+}
+
+func (x *WatchRequest) GetOnce() bool {
+	if x != nil {
+		return x.Once
+	}
+	return false
+}
+
+// WatchReport carries the watcher's report as JSON (the schema of loader/gpuwatch's Report, snake_case keys) and as
+// the human-readable table `gload watch` prints, with the overall verdict pulled out for quick checks.
+type WatchReport struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verdict       string                 `protobuf:"bytes,1,opt,name=verdict,proto3" json:"verdict,omitempty"` // "fed", "starved: data", "starved: not the loader", "no GPU visible", "insufficient data"
+	Json          string                 `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	TimeUnixMs    int64                  `protobuf:"varint,4,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"` // server time of the report
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchReport) Reset() {
+	*x = WatchReport{}
+	mi := &file_gload_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchReport) ProtoMessage() {}
+
+func (x *WatchReport) ProtoReflect() protoreflect.Message {
+	mi := &file_gload_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchReport.ProtoReflect.Descriptor instead.
+func (*WatchReport) Descriptor() ([]byte, []int) {
+	return file_gload_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WatchReport) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *WatchReport) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
+func (x *WatchReport) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *WatchReport) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
 var File_gload_proto protoreflect.FileDescriptor
 
 const file_gload_proto_rawDesc = "" +
@@ -1742,15 +1864,26 @@ const file_gload_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
 	"\bdatasets\x18\x03 \x03(\tR\bdatasets\x12\x18\n" +
 	"\astreams\x18\x04 \x01(\rR\astreams\x12\x19\n" +
-	"\buptime_s\x18\x05 \x01(\x01R\auptimeS*2\n" +
+	"\buptime_s\x18\x05 \x01(\x01R\auptimeS\"A\n" +
+	"\fWatchRequest\x12\x1d\n" +
+	"\n" +
+	"interval_s\x18\x01 \x01(\x01R\tintervalS\x12\x12\n" +
+	"\x04once\x18\x02 \x01(\bR\x04once\"q\n" +
+	"\vWatchReport\x12\x18\n" +
+	"\averdict\x18\x01 \x01(\tR\averdict\x12\x12\n" +
+	"\x04json\x18\x02 \x01(\tR\x04json\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12 \n" +
+	"\ftime_unix_ms\x18\x04 \x01(\x03R\n" +
+	"timeUnixMs*2\n" +
 	"\tTransport\x12\x12\n" +
 	"\x0eTRANSPORT_GRPC\x10\x00\x12\x11\n" +
-	"\rTRANSPORT_SHM\x10\x012\x8c\x02\n" +
+	"\rTRANSPORT_SHM\x10\x012\xc6\x02\n" +
 	"\x06Loader\x12M\n" +
 	"\fListDatasets\x12\x1d.gload.v1.ListDatasetsRequest\x1a\x1e.gload.v1.ListDatasetsResponse\x125\n" +
 	"\x04Plan\x12\x15.gload.v1.PlanRequest\x1a\x16.gload.v1.PlanResponse\x12?\n" +
 	"\aBatches\x12\x17.gload.v1.ClientMessage\x1a\x17.gload.v1.ServerMessage(\x010\x01\x12;\n" +
-	"\x06Health\x12\x17.gload.v1.HealthRequest\x1a\x18.gload.v1.HealthResponseB.Z,github.com/gload/gload/proto/gloadpb;gloadpbb\x06proto3"
+	"\x06Health\x12\x17.gload.v1.HealthRequest\x1a\x18.gload.v1.HealthResponse\x128\n" +
+	"\x05Watch\x12\x16.gload.v1.WatchRequest\x1a\x15.gload.v1.WatchReport0\x01B.Z,github.com/gload/gload/proto/gloadpb;gloadpbb\x06proto3"
 
 var (
 	file_gload_proto_rawDescOnce sync.Once
@@ -1765,7 +1898,7 @@ func file_gload_proto_rawDescGZIP() []byte {
 }
 
 var file_gload_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gload_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_gload_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_gload_proto_goTypes = []any{
 	(Transport)(0),               // 0: gload.v1.Transport
 	(*BatchPolicy)(nil),          // 1: gload.v1.BatchPolicy
@@ -1787,6 +1920,8 @@ var file_gload_proto_goTypes = []any{
 	(*PlanResponse)(nil),         // 17: gload.v1.PlanResponse
 	(*HealthRequest)(nil),        // 18: gload.v1.HealthRequest
 	(*HealthResponse)(nil),       // 19: gload.v1.HealthResponse
+	(*WatchRequest)(nil),         // 20: gload.v1.WatchRequest
+	(*WatchReport)(nil),          // 21: gload.v1.WatchReport
 }
 var file_gload_proto_depIdxs = []int32{
 	1,  // 0: gload.v1.Open.policy:type_name -> gload.v1.BatchPolicy
@@ -1809,12 +1944,14 @@ var file_gload_proto_depIdxs = []int32{
 	16, // 17: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
 	6,  // 18: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
 	18, // 19: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
-	15, // 20: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
-	17, // 21: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
-	12, // 22: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
-	19, // 23: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
-	20, // [20:24] is the sub-list for method output_type
-	16, // [16:20] is the sub-list for method input_type
+	20, // 20: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
+	15, // 21: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
+	17, // 22: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
+	12, // 23: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
+	19, // 24: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
+	21, // 25: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -1841,7 +1978,7 @@ func file_gload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gload_proto_rawDesc), len(file_gload_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

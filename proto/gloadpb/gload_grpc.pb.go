@@ -29,6 +29,7 @@ const (
 	Loader_Plan_FullMethodName         = "/gload.v1.Loader/Plan"
 	Loader_Batches_FullMethodName      = "/gload.v1.Loader/Batches"
 	Loader_Health_FullMethodName       = "/gload.v1.Loader/Health"
+	Loader_Watch_FullMethodName        = "/gload.v1.Loader/Watch"
 )
 
 // LoaderClient is the client API for Loader service.
@@ -44,6 +45,8 @@ type LoaderClient interface {
 	Batches(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ClientMessage, ServerMessage], error)
 	// Health says whether the server is serving and what it serves.
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
+	// Watch streams the starvation report: GPU utilisation from NVML beside the clients' data waits, and a verdict.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchReport], error)
 }
 
 type loaderClient struct {
@@ -97,6 +100,25 @@ func (c *loaderClient) Health(ctx context.Context, in *HealthRequest, opts ...gr
 	return out, nil
 }
 
+func (c *loaderClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchReport], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Loader_ServiceDesc.Streams[1], Loader_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchReport]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Loader_WatchClient = grpc.ServerStreamingClient[WatchReport]
+
 // LoaderServer is the server API for Loader service.
 // All implementations must embed UnimplementedLoaderServer
 // for forward compatibility.
@@ -110,6 +132,8 @@ type LoaderServer interface {
 	Batches(grpc.BidiStreamingServer[ClientMessage, ServerMessage]) error
 	// Health says whether the server is serving and what it serves.
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	// Watch streams the starvation report: GPU utilisation from NVML beside the clients' data waits, and a verdict.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchReport]) error
 	mustEmbedUnimplementedLoaderServer()
 }
 
@@ -131,6 +155,9 @@ func (UnimplementedLoaderServer) Batches(grpc.BidiStreamingServer[ClientMessage,
 }
 func (UnimplementedLoaderServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedLoaderServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchReport]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedLoaderServer) mustEmbedUnimplementedLoaderServer() {}
 func (UnimplementedLoaderServer) testEmbeddedByValue()                {}
@@ -214,6 +241,17 @@ func _Loader_Health_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Loader_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LoaderServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchReport]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Loader_WatchServer = grpc.ServerStreamingServer[WatchReport]
+
 // Loader_ServiceDesc is the grpc.ServiceDesc for Loader service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -240,6 +278,11 @@ var Loader_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Loader_Batches_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Watch",
+			Handler:       _Loader_Watch_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "gload.proto",

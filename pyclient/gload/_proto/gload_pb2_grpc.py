@@ -34,6 +34,11 @@ class LoaderStub(object):
                 request_serializer=gload__pb2.HealthRequest.SerializeToString,
                 response_deserializer=gload__pb2.HealthResponse.FromString,
                 )
+        self.Watch = channel.unary_stream(
+                '/gload.v1.Loader/Watch',
+                request_serializer=gload__pb2.WatchRequest.SerializeToString,
+                response_deserializer=gload__pb2.WatchReport.FromString,
+                )
 
 
 class LoaderServicer(object):
@@ -68,6 +73,13 @@ class LoaderServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Watch streams the starvation report: GPU utilisation from NVML beside the clients' data waits, and a verdict.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LoaderServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -90,6 +102,11 @@ def add_LoaderServicer_to_server(servicer, server):
                     servicer.Health,
                     request_deserializer=gload__pb2.HealthRequest.FromString,
                     response_serializer=gload__pb2.HealthResponse.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=gload__pb2.WatchRequest.FromString,
+                    response_serializer=gload__pb2.WatchReport.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -166,5 +183,22 @@ class Loader(object):
         return grpc.experimental.unary_unary(request, target, '/gload.v1.Loader/Health',
             gload__pb2.HealthRequest.SerializeToString,
             gload__pb2.HealthResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/gload.v1.Loader/Watch',
+            gload__pb2.WatchRequest.SerializeToString,
+            gload__pb2.WatchReport.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
