@@ -77,7 +77,6 @@ type item struct {
 type chunk struct {
 	seq     int64
 	records []corpus.Record
-	after   []corpus.Position
 	items   []item
 	err     error
 }
@@ -117,7 +116,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	defer reader.Close()
 
 	w := &writer{opts: &opts, st: st, log: log}
-	prog := newProgress(opts.Progress, opts.Interval, plan.TotalBytes(), reader.BytesRead)
+	prog := newProgress(opts.Progress, opts.Interval, plan.TotalBytes, reader.BytesRead)
 	defer prog.stop()
 	w.prog = prog
 
@@ -142,7 +141,6 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 					return err
 				}
 				c.records = append(c.records, rec)
-				c.after = append(c.after, reader.Pos())
 				size += len(rec.Raw)
 			}
 			if len(c.records) == 0 {
@@ -232,7 +230,7 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 	c.items = make([]item, len(c.records))
 	for i, rec := range c.records {
 		it := &c.items[i]
-		it.after = c.after[i]
+		it.after = rec.Pos()
 		doc, skip := ex.Extract(rec)
 		if skip != nil {
 			it.skip = skip
@@ -241,7 +239,7 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 		it.cols = doc.Cols
 		it.invalid = doc.InvalidUTF8
 		it.text = int64(len(doc.Text))
-		where := func() string { return fmt.Sprintf("%s:%d", w.st.plan.FileName(rec.File), rec.Line) }
+		where := func() string { return fmt.Sprintf("%s:%d", rec.Path, rec.Line) }
 		if doc.Text == "" {
 			it.reason, it.where = "empty", where()
 			continue
@@ -373,8 +371,17 @@ func (w *writer) closeShard() error {
 		return err
 	}
 	w.st.j.Shards = append(w.st.j.Shards, info)
-	return w.st.save()
+	if err := w.st.save(); err != nil {
+		return err
+	}
+	if testHookShardClosed != nil {
+		testHookShardClosed()
+	}
+	return nil
 }
+
+// testHookShardClosed, when set by a test, runs after each shard is closed and journaled.
+var testHookShardClosed func()
 
 // finish closes the last shard and marks every record as written.
 func (w *writer) finish() error {

@@ -73,7 +73,12 @@ func writeFileAtomic(path string, data []byte) error {
 func configHash(o *Options, plan *corpus.Plan) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
-	_ = enc.Encode(plan.Files())
+	_ = enc.Encode(plan.Files)
+	for _, f := range plan.Files {
+		if fi, err := os.Stat(f.Path); err == nil {
+			_ = enc.Encode(fi.ModTime().UnixNano())
+		}
+	}
 	_ = enc.Encode(o.Corpus)
 	_ = enc.Encode([]any{o.Engine.Hash(), o.AddSpecialTokens, o.AppendEOS, o.EOSID, o.MaxLength, o.Overflow,
 		o.MinLength, o.ShardSize, o.RowsPerBatch})

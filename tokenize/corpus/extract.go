@@ -1,0 +1,280 @@
+package corpus
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/gload/gload/tokenize/utf8fix"
+)
+
+// SkipReason says why a record gave no document.
+type SkipReason uint8
+
+// Skip reasons.
+const (
+	// MalformedJSON: the line is not one valid JSON object.
+	MalformedJSON SkipReason = iota + 1
+	// MissingField: the text field is absent (or a path step is not an
+	// object).
+	MissingField
+	// NotString: the text field is not a string (null included).
+	NotString
+	// Empty: the text is "" (whitespace-only text is a document).
+	Empty
+	// TooLarge: the record exceeds Options.MaxDocBytes.
+	TooLarge
+)
+
+func (r SkipReason) String() string {
+	switch r {
+	case MalformedJSON:
+		return "malformed JSON"
+	case MissingField:
+		return "missing field"
+	case NotString:
+		return "not a string"
+	case Empty:
+		return "empty document"
+	case TooLarge:
+		return "too large"
+	}
+	return fmt.Sprintf("skip(%d)", uint8(r))
+}
+
+// Skip says why a record was skipped, and where. It implements error.
+type Skip struct {
+	Reason SkipReason
+	File   string // the input file's path
+	Line   int64  // 1-based line or row; 0 for a whole-file document
+	Detail string
+}
+
+// Error formats the skip as "path:line: reason: detail".
+func (s *Skip) Error() string {
+	var b strings.Builder
+	b.WriteString(s.File)
+	if s.Line > 0 {
+		fmt.Fprintf(&b, ":%d", s.Line)
+	}
+	b.WriteString(": ")
+	b.WriteString(s.Reason.String())
+	if s.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(s.Detail)
+	}
+	return b.String()
+}
+
+// Doc is the document extracted from one record. It owns its memory.
+type Doc struct {
+	Text string
+	// Cols are the kept columns in Options.KeepColumns order; always
+	// len(KeepColumns) long (all null for plain-text inputs).
+	Cols []string
+	// Null flags the Cols that were missing or null; nil when none was.
+	Null []bool
+	// InvalidUTF8 reports that ill-formed UTF-8 (or an unpaired \u
+	// surrogate escape) was replaced by U+FFFD in Text or a kept column.
+	InvalidUTF8 bool
+}
+
+// Extractor pulls documents out of records. It is immutable once built and
+// safe for concurrent use.
+type Extractor struct {
+	root     *node
+	nTargets int
+	text     pathIDs
+	keep     []pathIDs
+	field    string
+	max      int64
+}
+
+// pathIDs are the span targets of one wanted path: the nested lookup and,
+// for dotted paths, a top-level key spelled with the dots.
+type pathIDs struct{ nested, literal int }
+
+// NewExtractor returns an extractor for opts (defaults filled in as in
+// [NewPlan]; invalid values fall back to the defaults, since NewPlan has
+// already reported them).
+func NewExtractor(opts Options) *Extractor {
+	if o, err := opts.withDefaults(); err == nil {
+		opts = o
+	} else {
+		if opts.TextField == "" || checkPath("", opts.TextField) != nil {
+			opts.TextField = DefaultTextField
+		}
+		if opts.MaxDocBytes <= 0 {
+			opts.MaxDocBytes = DefaultMaxDocBytes
+		}
+	}
+	e := &Extractor{root: &node{}, field: opts.TextField, max: opts.MaxDocBytes}
+	e.text = e.addPath(opts.TextField)
+	for _, c := range opts.KeepColumns {
+		e.keep = append(e.keep, e.addPath(c))
+	}
+	return e
+}
+
+func (e *Extractor) addPath(p string) pathIDs {
+	ids := pathIDs{nested: e.addTarget(strings.Split(p, ".")), literal: -1}
+	if strings.Contains(p, ".") {
+		ids.literal = e.addTarget([]string{p})
+	}
+	return ids
+}
+
+func (e *Extractor) addTarget(parts []string) int {
+	id := e.nTargets
+	e.nTargets++
+	n := e.root
+	for _, part := range parts {
+		n = n.child(part)
+		n.desc = append(n.desc, id)
+	}
+	n.targets = append(n.targets, id)
+	return id
+}
+
+// pick returns the span of a wanted path: the nested value if present, else
+// the literal dotted key.
+func pick(spans []span, ids pathIDs) span {
+	sp := spans[ids.nested]
+	if sp.kind == kAbsent && ids.literal >= 0 {
+		sp = spans[ids.literal]
+	}
+	return sp
+}
+
+// Extract returns the document of rec, or why there is none. A skipped
+// record gives a zero Doc and a non-nil *Skip.
+func (e *Extractor) Extract(rec Record) (Doc, *Skip) {
+	switch rec.Kind {
+	case JSONLine:
+		return e.extractJSON(rec)
+	case PlainText:
+		if len(rec.Raw) == 0 {
+			return Doc{}, e.skip(rec, Empty, "")
+		}
+		text, bad := utf8fix.AppendValid(make([]byte, 0, len(rec.Raw)), rec.Raw)
+		// text is a fresh buffer nothing else references or writes: it can
+		// become the string without a second copy.
+		doc := Doc{Text: unsafe.String(unsafe.SliceData(text), len(text)), Cols: rec.Cols, Null: rec.Null, InvalidUTF8: bad}
+		if rec.Cols == nil && len(e.keep) > 0 {
+			// Plain text has no columns: every kept column is null.
+			doc.Cols, doc.Null = make([]string, len(e.keep)), make([]bool, len(e.keep))
+			for k := range doc.Null {
+				doc.Null[k] = true
+			}
+		}
+		cloned := false
+		for k, c := range rec.Cols {
+			if fixed, changed := utf8fix.ToValidUTF8(c); changed {
+				if !cloned {
+					doc.Cols, cloned = slices.Clone(rec.Cols), true
+				}
+				doc.Cols[k], doc.InvalidUTF8 = fixed, true
+			}
+		}
+		return doc, nil
+	case Oversized:
+		return Doc{}, e.skip(rec, TooLarge, fmt.Sprintf("%d bytes, more than the %d allowed (max doc bytes)", rec.Size, e.max))
+	case NullText:
+		return Doc{}, e.skip(rec, NotString, fmt.Sprintf("field %q is null", e.field))
+	}
+	return Doc{}, e.skip(rec, MalformedJSON, fmt.Sprintf("unknown record kind %v", rec.Kind))
+}
+
+func (e *Extractor) skip(rec Record, reason SkipReason, detail string) *Skip {
+	return &Skip{Reason: reason, File: rec.Path, Line: rec.Line, Detail: detail}
+}
+
+func (e *Extractor) extractJSON(rec Record) (Doc, *Skip) {
+	spans := make([]span, e.nTargets)
+	s := scanner{d: rec.Raw, spans: spans}
+	if !s.document(e.root) {
+		return Doc{}, e.skip(rec, MalformedJSON, fmt.Sprintf("column %d: %s", s.errAt+1, s.errMsg))
+	}
+	sp := pick(spans, e.text)
+	switch sp.kind {
+	case kString:
+	case kAbsent:
+		return Doc{}, e.skip(rec, MissingField, fmt.Sprintf("no field %q", e.field))
+	default:
+		return Doc{}, e.skip(rec, NotString, fmt.Sprintf("field %q is %s", e.field, kindNames[sp.kind]))
+	}
+	if sp.start == sp.end {
+		return Doc{}, e.skip(rec, Empty, fmt.Sprintf("field %q is \"\"", e.field))
+	}
+	var doc Doc
+	doc.Text, doc.InvalidUTF8 = decodeString(rec.Raw, sp)
+	if len(e.keep) > 0 {
+		doc.Cols = make([]string, len(e.keep))
+		for k, ids := range e.keep {
+			sp := pick(spans, ids)
+			var bad bool
+			switch sp.kind {
+			case kAbsent, kNull:
+				if doc.Null == nil {
+					doc.Null = make([]bool, len(e.keep))
+				}
+				doc.Null[k] = true
+			case kString:
+				doc.Cols[k], bad = decodeString(rec.Raw, sp)
+			default:
+				doc.Cols[k], bad = compactValue(rec.Raw[sp.start:sp.end])
+			}
+			doc.InvalidUTF8 = doc.InvalidUTF8 || bad
+		}
+	}
+	return doc, nil
+}
+
+// decodeString returns the string value of sp with escapes undone and
+// ill-formed UTF-8 replaced.
+func decodeString(line []byte, sp span) (string, bool) {
+	raw := line[sp.start:sp.end]
+	if !sp.esc && !sp.bad {
+		return string(raw), false
+	}
+	buf := make([]byte, 0, len(raw)+8)
+	var replaced bool
+	if sp.esc {
+		buf, replaced = appendUnescaped(buf, raw)
+	} else {
+		buf = append(buf, raw...)
+	}
+	if sp.bad {
+		buf, _ = utf8fix.AppendValid(make([]byte, 0, len(buf)+len(buf)/2+3), buf)
+		replaced = true
+	}
+	// buf is fresh and never written again: no second copy.
+	return unsafe.String(unsafe.SliceData(buf), len(buf)), replaced
+}
+
+// compactValue returns a non-string JSON value as compact JSON text.
+func compactValue(v []byte) (string, bool) {
+	var out []byte
+	if hasSpace(v) {
+		out = appendCompact(make([]byte, 0, len(v)), v)
+	} else {
+		out = v
+	}
+	if !utf8.Valid(out) {
+		fixed, _ := utf8fix.AppendValid(nil, out)
+		return string(fixed), true
+	}
+	return string(out), false
+}
+
+func hasSpace(v []byte) bool {
+	for _, c := range v {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			return true
+		}
+	}
+	return false
+}
