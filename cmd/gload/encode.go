@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +25,7 @@ type encodeOptions struct {
 	decode       bool
 	workers      int
 	textField    string
+	bench        bool
 }
 
 func newEncodeCmd(g *globalOptions) *cobra.Command {
@@ -47,6 +50,7 @@ turned back into text. Text that is not valid UTF-8 has each ill-formed sequence
 	f.BoolVar(&o.decode, "decode", false, `also write "decoded": the ids turned back into text`)
 	f.IntVar(&o.workers, "workers", runtime.NumCPU(), "tokenizing goroutines")
 	f.StringVar(&o.textField, "text-field", "text", "JSON field holding the text (dotted path for nested objects)")
+	f.BoolVar(&o.bench, "bench", false, "read all input first, then time tokenization alone; print one JSON line of throughput instead of ids")
 	_ = cmd.MarkFlagRequired("tokenizer")
 	return cmd
 }
@@ -65,6 +69,9 @@ func (o *encodeOptions) run(in io.Reader, out io.Writer) error {
 	}
 	workers := max(o.workers, 1)
 	path := strings.Split(o.textField, ".")
+	if o.bench {
+		return o.runBench(eng, in, out, path, workers)
+	}
 	br := bufio.NewReaderSize(in, 1<<20)
 	bw := bufio.NewWriterSize(out, 1<<20)
 	const batch = 512
@@ -118,31 +125,41 @@ func (o *encodeOptions) run(in io.Reader, out io.Writer) error {
 	return bw.Flush()
 }
 
+// extractText pulls the text field out of one JSON line; ok is false for a blank line.
+func extractText(line string, path []string, field string) (text string, ok bool, err error) {
+	raw := strings.TrimRight(line, "\r\n")
+	if strings.TrimSpace(raw) == "" {
+		return "", false, nil
+	}
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return "", false, fmt.Errorf("malformed JSON: %v", err)
+	}
+	for _, k := range path {
+		m, isObj := v.(map[string]any)
+		if !isObj {
+			return "", false, fmt.Errorf("field %q: not an object", field)
+		}
+		if v, isObj = m[k]; !isObj {
+			return "", false, fmt.Errorf("field %q missing", field)
+		}
+	}
+	text, isStr := v.(string)
+	if !isStr {
+		return "", false, fmt.Errorf("field %q is not a string", field)
+	}
+	return text, true, nil
+}
+
 func (o *encodeOptions) encodeOne(eng tokenize.Engine, j *encodeJob, path []string) {
 	raw := strings.TrimRight(j.text, "\r\n")
 	if strings.TrimSpace(raw) == "" {
 		j.out = []byte("{\"ids\":[]}\n")
 		return
 	}
-	var v any
-	if err := json.Unmarshal([]byte(raw), &v); err != nil {
-		j.err = fmt.Errorf("malformed JSON: %v", err)
-		return
-	}
-	for _, k := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			j.err = fmt.Errorf("field %q: not an object", o.textField)
-			return
-		}
-		if v, ok = m[k]; !ok {
-			j.err = fmt.Errorf("field %q missing", o.textField)
-			return
-		}
-	}
-	text, ok := v.(string)
-	if !ok {
-		j.err = fmt.Errorf("field %q is not a string", o.textField)
+	text, _, err := extractText(raw, path, o.textField)
+	if err != nil {
+		j.err = err
 		return
 	}
 	ids, err := eng.EncodeTo(nil, text, o.addSpecial)
@@ -165,4 +182,70 @@ func (o *encodeOptions) encodeOne(eng tokenize.Engine, j *encodeJob, path []stri
 		b = append(b, dec...)
 	}
 	j.out = append(b, "}\n"...)
+}
+
+// runBench reads every document, then encodes them all on workers goroutines and reports throughput, so the
+// number measures the tokenizer alone (no JSON parsing, no output formatting).
+func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Writer, path []string, workers int) error {
+	br := bufio.NewReaderSize(in, 1<<20)
+	var texts []string
+	var size int64
+	for line := int64(1); ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 {
+			j := encodeJob{line: line, text: string(b)}
+			text, ok, jerr := extractText(j.text, path, o.textField)
+			if jerr != nil {
+				return fmt.Errorf("stdin:%d: %w", line, jerr)
+			}
+			if ok {
+				texts = append(texts, text)
+				size += int64(len(text))
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	var tokens atomic.Int64
+	var next atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []int32
+			var n int64
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(texts) {
+					break
+				}
+				var err error
+				buf, err = eng.EncodeTo(buf[:0], texts[i], o.addSpecial)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+				}
+				n += int64(len(buf))
+			}
+			tokens.Add(n)
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	if firstErr != nil {
+		return firstErr
+	}
+	res := map[string]any{"engine": o.engine, "workers": workers, "documents": len(texts), "bytes": size,
+		"tokens": tokens.Load(), "seconds": secs, "mb_per_s": float64(size) / secs / 1e6,
+		"tokens_per_s": float64(tokens.Load()) / secs}
+	b, _ := json.Marshal(res)
+	_, err := fmt.Fprintf(out, "%s\n", b)
+	return err
 }

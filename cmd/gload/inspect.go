@@ -96,7 +96,10 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 		if n < 0 || n >= ds.Len() {
 			return fmt.Errorf("--decode %d: dataset has rows 0..%d", n, ds.Len()-1)
 		}
-		ids := ds.AppendTokens(nil, n)
+		ids, err := ds.AppendTokens(nil, n)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(w, "row %d: %d tokens\n  ids  %v\n", n, len(ids), ids)
 		if eng != nil {
 			fmt.Fprintf(w, "  text %q\n", eng.Decode(ids, false))

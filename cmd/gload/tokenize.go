@@ -112,8 +112,8 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 		Inputs: inputs,
 		Out:    o.out,
 		Corpus: corpus.Options{
-			Format:      o.format,
-			DocPer:      o.docPer,
+			Format:      corpus.Format(o.format),
+			DocPer:      corpus.DocPer(o.docPer),
 			TextField:   o.textField,
 			KeepColumns: o.keepColumns,
 			MaxDocBytes: maxDoc,

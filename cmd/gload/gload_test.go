@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	exampleTokenizer = "../../examples/udhr/tokenizer.json"
+	exampleCorpus    = "../../examples/udhr/corpus.jsonl.gz"
+)
+
+// gload runs the command tree in-process and returns stdout, stderr and the exit status.
+func gload(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	for _, cmd := range [][]string{{"--help"}, {"encode", "--help"}, {"tokenize", "--help"}, {"inspect", "--help"}} {
+		out, _, code := gload(t, "", cmd...)
+		if code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%v: exit %d, output %q", cmd, code, out)
+		}
+	}
+}
+
+func TestEncode(t *testing.T) {
+	in := `{"text": "All human beings are born free"}` + "\n" + `{"text": "égaux en dignité"}` + "\n\n"
+	out, errOut, code := gload(t, in, "encode", "--tokenizer", exampleTokenizer, "--decode", "--add-special-tokens")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d output lines, want 3 (one per input line): %q", len(lines), out)
+	}
+	var first struct {
+		IDs     []int32 `json:"ids"`
+		Decoded string  `json:"decoded"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.IDs[0] != 0 || first.Decoded != "<|bos|>All human beings are born free" {
+		t.Errorf("first line %+v", first)
+	}
+	_, errOut, code = gload(t, "{\"text\": 1}\n", "encode", "--tokenizer", exampleTokenizer)
+	if code != 1 || !strings.Contains(errOut, "stdin:1") {
+		t.Errorf("non-string text: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestTokenizeInspect(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "udhr")
+	stdout, errOut, code := gload(t, "", "tokenize", "--quiet", "--tokenizer", exampleTokenizer, "--append-eos",
+		"--keep-columns", "src", "--out", out, exampleCorpus)
+	if code != 0 {
+		t.Fatalf("tokenize: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(stdout, "266 read, 266 rows written, 0 skipped") {
+		t.Errorf("summary: %s", stdout)
+	}
+	stdout, errOut, code = gload(t, "", "inspect", out, "--decode", "0", "--tokenizer", exampleTokenizer)
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"rows        266", "length histogram", "data-00000-of-00001.arrow", "<|eos|>"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, stdout)
+		}
+	}
+	_, errOut, code = gload(t, "", "tokenize", "--quiet", "--tokenizer", exampleTokenizer, "--out", out, exampleCorpus)
+	if code != 1 || !strings.Contains(errOut, "--overwrite") {
+		t.Errorf("existing output: exit %d, %s", code, errOut)
+	}
+}
+
+func TestUnsupportedComponentNamesPath(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(exampleTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(data), `"type": "ByteLevel"`, `"type": "NoSuchPreTokenizer"`, 1)
+	if bad == string(data) {
+		t.Skip("fixture layout changed")
+	}
+	path := filepath.Join(dir, "tokenizer.json")
+	os.WriteFile(path, []byte(bad), 0o644)
+	_, errOut, code := gload(t, "{\"text\": \"x\"}\n", "encode", "--tokenizer", path)
+	if code != 1 || !strings.Contains(errOut, "pre_tokenizer") || !strings.Contains(errOut, "NoSuchPreTokenizer") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// buildBinary compiles gload once for the subprocess tests.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gload")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	return bin
+}
+
+// bigCorpus writes a JSONL corpus large enough for several small shards.
+func bigCorpus(t *testing.T, dir string) string {
+	t.Helper()
+	var b bytes.Buffer
+	r := rand.New(rand.NewPCG(1, 2))
+	words := strings.Fields("all human beings are born free and equal in dignity and rights they are endowed with reason and conscience")
+	for i := 0; i < 4000; i++ {
+		var sb strings.Builder
+		for j := 0; j < 20+r.IntN(400); j++ {
+			sb.WriteString(words[r.IntN(len(words))])
+			sb.WriteByte(' ')
+		}
+		line, _ := json.Marshal(map[string]string{"text": sb.String()})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	p := filepath.Join(dir, "big.jsonl")
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func datasetFiles(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() == "gload.index" {
+			continue // holds mtimes
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+// TestKillAndResume kills `gload tokenize` with SIGKILL at random moments, checks that nothing looks complete,
+// resumes, and demands the bytes of an uninterrupted run.
+func TestKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	corpus := bigCorpus(t, dir)
+	args := func(out string, extra ...string) []string {
+		return append([]string{"tokenize", "--quiet", "--tokenizer", exampleTokenizer, "--shard-size", "200KB",
+			"--workers", "2", "--out", out, corpus}, extra...)
+	}
+	ref := filepath.Join(dir, "ref")
+	refOut, err := exec.Command(bin, args(ref)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reference run: %v\n%s", err, refOut)
+	}
+	t.Logf("reference run:\n%s", refOut)
+	want := datasetFiles(t, ref)
+	r := rand.New(rand.NewPCG(7, 7))
+	for trial := 0; trial < 6; trial++ {
+		out := filepath.Join(dir, fmt.Sprintf("killed%d", trial))
+		cmd := exec.Command(bin, args(out)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(50+r.IntN(1200)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		if _, err := os.Stat(filepath.Join(out, "state.json")); err == nil {
+			if _, jerr := os.Stat(filepath.Join(out, "gload.progress.json")); jerr == nil {
+				t.Fatalf("trial %d: killed run left state.json beside an unfinished journal", trial)
+			}
+			continue // the run had finished before the kill
+		}
+		for resumes := 0; ; resumes++ {
+			res := exec.Command(bin, args(out, "--resume")...)
+			outb, err := res.CombinedOutput()
+			if err == nil {
+				break
+			}
+			if resumes > 0 || !strings.Contains(string(outb), "is empty") && !strings.Contains(string(outb), "does not exist") {
+				t.Fatalf("trial %d: resume: %v\n%s", trial, err, outb)
+			}
+			// Killed before the output directory held anything: a fresh run is the right move.
+			if outb, err := exec.Command(bin, args(out, "--overwrite")...).CombinedOutput(); err != nil {
+				t.Fatalf("trial %d: rerun: %v\n%s", trial, err, outb)
+			}
+			break
+		}
+		got := datasetFiles(t, out)
+		if len(got) != len(want) {
+			names := []string{}
+			for n := range got {
+				names = append(names, n)
+			}
+			t.Fatalf("trial %d: %d files after resume, want %d: %v", trial, len(got), len(want), names)
+		}
+		for name, b := range want {
+			if !bytes.Equal(b, got[name]) {
+				t.Fatalf("trial %d: %s differs from the uninterrupted run", trial, name)
+			}
+		}
+	}
+}
+
+// TestFullDisk runs tokenize under a file-size limit (prlimit --fsize), the closest portable stand-in for a full
+// disk: the write fails, the error names the file, and nothing looks complete.
+func TestFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit (util-linux) not installed")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	corpus := bigCorpus(t, dir)
+	out := filepath.Join(dir, "ds")
+	cmd := exec.Command(prlimit, "--fsize=300000", bin, "tokenize", "--quiet", "--tokenizer", exampleTokenizer,
+		"--shard-size", "10MB", "--out", out, corpus)
+	outb, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("tokenize succeeded past the size limit:\n%s", outb)
+	}
+	if !strings.Contains(string(outb), "shard-00000") || !strings.Contains(string(outb), "file too large") {
+		t.Errorf("error does not name the shard and the cause:\n%s", outb)
+	}
+	if _, err := os.Stat(filepath.Join(out, "state.json")); err == nil {
+		t.Error("state.json written after a failed write")
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
