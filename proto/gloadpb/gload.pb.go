@@ -1723,6 +1723,102 @@ func (x *WatchReport) GetTimeUnixMs() int64 {
 	return 0
 }
 
+type ClientReport struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"` // required in the first message
+	Step          *StepReport            `protobuf:"bytes,2,opt,name=step,proto3" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientReport) Reset() {
+	*x = ClientReport{}
+	mi := &file_gload_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientReport) ProtoMessage() {}
+
+func (x *ClientReport) ProtoReflect() protoreflect.Message {
+	mi := &file_gload_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientReport.ProtoReflect.Descriptor instead.
+func (*ClientReport) Descriptor() ([]byte, []int) {
+	return file_gload_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ClientReport) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClientReport) GetStep() *StepReport {
+	if x != nil {
+		return x.Step
+	}
+	return nil
+}
+
+type ReportSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Steps         uint64                 `protobuf:"varint,1,opt,name=steps,proto3" json:"steps,omitempty"` // step reports received
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSummary) Reset() {
+	*x = ReportSummary{}
+	mi := &file_gload_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSummary) ProtoMessage() {}
+
+func (x *ReportSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_gload_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSummary.ProtoReflect.Descriptor instead.
+func (*ReportSummary) Descriptor() ([]byte, []int) {
+	return file_gload_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ReportSummary) GetSteps() uint64 {
+	if x != nil {
+		return x.Steps
+	}
+	return 0
+}
+
 var File_gload_proto protoreflect.FileDescriptor
 
 const file_gload_proto_rawDesc = "" +
@@ -1874,16 +1970,22 @@ const file_gload_proto_rawDesc = "" +
 	"\x04json\x18\x02 \x01(\tR\x04json\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\tR\x04text\x12 \n" +
 	"\ftime_unix_ms\x18\x04 \x01(\x03R\n" +
-	"timeUnixMs*2\n" +
+	"timeUnixMs\"U\n" +
+	"\fClientReport\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12(\n" +
+	"\x04step\x18\x02 \x01(\v2\x14.gload.v1.StepReportR\x04step\"%\n" +
+	"\rReportSummary\x12\x14\n" +
+	"\x05steps\x18\x01 \x01(\x04R\x05steps*2\n" +
 	"\tTransport\x12\x12\n" +
 	"\x0eTRANSPORT_GRPC\x10\x00\x12\x11\n" +
-	"\rTRANSPORT_SHM\x10\x012\xc6\x02\n" +
+	"\rTRANSPORT_SHM\x10\x012\x83\x03\n" +
 	"\x06Loader\x12M\n" +
 	"\fListDatasets\x12\x1d.gload.v1.ListDatasetsRequest\x1a\x1e.gload.v1.ListDatasetsResponse\x125\n" +
 	"\x04Plan\x12\x15.gload.v1.PlanRequest\x1a\x16.gload.v1.PlanResponse\x12?\n" +
 	"\aBatches\x12\x17.gload.v1.ClientMessage\x1a\x17.gload.v1.ServerMessage(\x010\x01\x12;\n" +
 	"\x06Health\x12\x17.gload.v1.HealthRequest\x1a\x18.gload.v1.HealthResponse\x128\n" +
-	"\x05Watch\x12\x16.gload.v1.WatchRequest\x1a\x15.gload.v1.WatchReport0\x01B.Z,github.com/gload/gload/proto/gloadpb;gloadpbb\x06proto3"
+	"\x05Watch\x12\x16.gload.v1.WatchRequest\x1a\x15.gload.v1.WatchReport0\x01\x12;\n" +
+	"\x06Report\x12\x16.gload.v1.ClientReport\x1a\x17.gload.v1.ReportSummary(\x01B.Z,github.com/gload/gload/proto/gloadpb;gloadpbb\x06proto3"
 
 var (
 	file_gload_proto_rawDescOnce sync.Once
@@ -1898,7 +2000,7 @@ func file_gload_proto_rawDescGZIP() []byte {
 }
 
 var file_gload_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gload_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_gload_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_gload_proto_goTypes = []any{
 	(Transport)(0),               // 0: gload.v1.Transport
 	(*BatchPolicy)(nil),          // 1: gload.v1.BatchPolicy
@@ -1922,6 +2024,8 @@ var file_gload_proto_goTypes = []any{
 	(*HealthResponse)(nil),       // 19: gload.v1.HealthResponse
 	(*WatchRequest)(nil),         // 20: gload.v1.WatchRequest
 	(*WatchReport)(nil),          // 21: gload.v1.WatchReport
+	(*ClientReport)(nil),         // 22: gload.v1.ClientReport
+	(*ReportSummary)(nil),        // 23: gload.v1.ReportSummary
 }
 var file_gload_proto_depIdxs = []int32{
 	1,  // 0: gload.v1.Open.policy:type_name -> gload.v1.BatchPolicy
@@ -1940,21 +2044,24 @@ var file_gload_proto_depIdxs = []int32{
 	3,  // 13: gload.v1.PlanRequest.open:type_name -> gload.v1.Open
 	7,  // 14: gload.v1.PlanResponse.shapes:type_name -> gload.v1.Shape
 	2,  // 15: gload.v1.PlanResponse.start:type_name -> gload.v1.ResumeState
-	13, // 16: gload.v1.Loader.ListDatasets:input_type -> gload.v1.ListDatasetsRequest
-	16, // 17: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
-	6,  // 18: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
-	18, // 19: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
-	20, // 20: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
-	15, // 21: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
-	17, // 22: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
-	12, // 23: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
-	19, // 24: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
-	21, // 25: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	5,  // 16: gload.v1.ClientReport.step:type_name -> gload.v1.StepReport
+	13, // 17: gload.v1.Loader.ListDatasets:input_type -> gload.v1.ListDatasetsRequest
+	16, // 18: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
+	6,  // 19: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
+	18, // 20: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
+	20, // 21: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
+	22, // 22: gload.v1.Loader.Report:input_type -> gload.v1.ClientReport
+	15, // 23: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
+	17, // 24: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
+	12, // 25: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
+	19, // 26: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
+	21, // 27: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
+	23, // 28: gload.v1.Loader.Report:output_type -> gload.v1.ReportSummary
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_gload_proto_init() }
@@ -1978,7 +2085,7 @@ func file_gload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gload_proto_rawDesc), len(file_gload_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

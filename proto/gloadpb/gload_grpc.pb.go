@@ -30,6 +30,7 @@ const (
 	Loader_Batches_FullMethodName      = "/gload.v1.Loader/Batches"
 	Loader_Health_FullMethodName       = "/gload.v1.Loader/Health"
 	Loader_Watch_FullMethodName        = "/gload.v1.Loader/Watch"
+	Loader_Report_FullMethodName       = "/gload.v1.Loader/Report"
 )
 
 // LoaderClient is the client API for Loader service.
@@ -47,6 +48,9 @@ type LoaderClient interface {
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
 	// Watch streams the starvation report: GPU utilisation from NVML beside the clients' data waits, and a verdict.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchReport], error)
+	// Report takes step timings from a training loop that does not pull its batches from gload (a baseline DataLoader,
+	// say), so the watch can judge any feeding strategy. The first message names the client.
+	Report(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ClientReport, ReportSummary], error)
 }
 
 type loaderClient struct {
@@ -119,6 +123,19 @@ func (c *loaderClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Loader_WatchClient = grpc.ServerStreamingClient[WatchReport]
 
+func (c *loaderClient) Report(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ClientReport, ReportSummary], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Loader_ServiceDesc.Streams[2], Loader_Report_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ClientReport, ReportSummary]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Loader_ReportClient = grpc.ClientStreamingClient[ClientReport, ReportSummary]
+
 // LoaderServer is the server API for Loader service.
 // All implementations must embed UnimplementedLoaderServer
 // for forward compatibility.
@@ -134,6 +151,9 @@ type LoaderServer interface {
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
 	// Watch streams the starvation report: GPU utilisation from NVML beside the clients' data waits, and a verdict.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchReport]) error
+	// Report takes step timings from a training loop that does not pull its batches from gload (a baseline DataLoader,
+	// say), so the watch can judge any feeding strategy. The first message names the client.
+	Report(grpc.ClientStreamingServer[ClientReport, ReportSummary]) error
 	mustEmbedUnimplementedLoaderServer()
 }
 
@@ -158,6 +178,9 @@ func (UnimplementedLoaderServer) Health(context.Context, *HealthRequest) (*Healt
 }
 func (UnimplementedLoaderServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchReport]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedLoaderServer) Report(grpc.ClientStreamingServer[ClientReport, ReportSummary]) error {
+	return status.Error(codes.Unimplemented, "method Report not implemented")
 }
 func (UnimplementedLoaderServer) mustEmbedUnimplementedLoaderServer() {}
 func (UnimplementedLoaderServer) testEmbeddedByValue()                {}
@@ -252,6 +275,13 @@ func _Loader_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Loader_WatchServer = grpc.ServerStreamingServer[WatchReport]
 
+func _Loader_Report_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LoaderServer).Report(&grpc.GenericServerStream[ClientReport, ReportSummary]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Loader_ReportServer = grpc.ClientStreamingServer[ClientReport, ReportSummary]
+
 // Loader_ServiceDesc is the grpc.ServiceDesc for Loader service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -283,6 +313,11 @@ var Loader_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Watch",
 			Handler:       _Loader_Watch_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Report",
+			Handler:       _Loader_Report_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "gload.proto",

@@ -39,6 +39,11 @@ class LoaderStub(object):
                 request_serializer=gload__pb2.WatchRequest.SerializeToString,
                 response_deserializer=gload__pb2.WatchReport.FromString,
                 )
+        self.Report = channel.stream_unary(
+                '/gload.v1.Loader/Report',
+                request_serializer=gload__pb2.ClientReport.SerializeToString,
+                response_deserializer=gload__pb2.ReportSummary.FromString,
+                )
 
 
 class LoaderServicer(object):
@@ -80,6 +85,14 @@ class LoaderServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Report(self, request_iterator, context):
+        """Report takes step timings from a training loop that does not pull its batches from gload (a baseline DataLoader,
+        say), so the watch can judge any feeding strategy. The first message names the client.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LoaderServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -107,6 +120,11 @@ def add_LoaderServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=gload__pb2.WatchRequest.FromString,
                     response_serializer=gload__pb2.WatchReport.SerializeToString,
+            ),
+            'Report': grpc.stream_unary_rpc_method_handler(
+                    servicer.Report,
+                    request_deserializer=gload__pb2.ClientReport.FromString,
+                    response_serializer=gload__pb2.ReportSummary.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -200,5 +218,22 @@ class Loader(object):
         return grpc.experimental.unary_stream(request, target, '/gload.v1.Loader/Watch',
             gload__pb2.WatchRequest.SerializeToString,
             gload__pb2.WatchReport.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Report(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/gload.v1.Loader/Report',
+            gload__pb2.ClientReport.SerializeToString,
+            gload__pb2.ReportSummary.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
