@@ -221,7 +221,7 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string, addSpecial bool) []in
 
 func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32 {
 	s.raw = t.added.split(s.raw[:0], text, false)
-	for _, p := range s.raw {
+	for i, p := range s.raw {
 		if p.id >= 0 {
 			dst = append(dst, p.id)
 			continue
@@ -231,7 +231,7 @@ func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32
 			normalized = t.normalizer.Normalize(normalized)
 		}
 		s.norm = t.added.split(s.norm[:0], normalized, true)
-		for _, q := range s.norm {
+		for j, q := range s.norm {
 			if q.id >= 0 {
 				dst = append(dst, q.id)
 				continue
@@ -240,7 +240,9 @@ func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32
 				dst = s.enc.Encode(q.text, dst)
 				continue
 			}
-			s.words = t.pre.Split(q.text, s.words[:0])
+			// Only the piece that begins the original text counts as its start (Metaspace prepend_scheme "first").
+			atStart := i == 0 && j == 0
+			s.words = pretok.SplitPiece(t.pre, q.text, atStart, s.words[:0])
 			for _, w := range s.words {
 				dst = s.enc.Encode(w, dst)
 			}

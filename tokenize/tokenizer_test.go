@@ -155,3 +155,24 @@ func TestLoadErrors(t *testing.T) {
 		t.Error("missing file loaded")
 	}
 }
+
+// TestMetaspaceFirstAfterAddedToken: with prepend_scheme "first", only the piece that begins the original text gets
+// the ▁ prefix (Hugging Face: "<s>hello world" → <s>, hello, ▁world).
+func TestMetaspaceFirstAfterAddedToken(t *testing.T) {
+	js := `{"added_tokens": [{"id": 0, "content": "<s>", "special": true, "normalized": false}],
+	  "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true},
+	  "model": {"type": "WordLevel", "unk_token": "<unk>",
+	    "vocab": {"<s>": 0, "hello": 1, "▁hello": 2, "▁world": 3, "world": 4, "<unk>": 5}}}`
+	tok, err := tokenize.FromBytes([]byte(js), tokenize.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		text string
+		want []int32
+	}{{"<s>hello world", []int32{0, 1, 3}}, {"hello world", []int32{2, 3}}, {"hello<s>world", []int32{2, 0, 4}}} {
+		if got := tok.Encode(tc.text); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("Encode(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+	}
+}

@@ -1,13 +1,25 @@
 // Package pretok holds the tokenizer.json pre-tokenizers (ByteLevel, Split, Metaspace, Whitespace,
-// WhitespaceSplit, BertPreTokenizer, Digits, Punctuation, Sequence ...) with Hugging Face tokenizers' exact
-// semantics, including hand-written scanners for the GPT-2, Llama-3, Qwen and o200k split regexes (Go's regexp
-// has no lookahead) and a general regex engine for any other pattern.
+// WhitespaceSplit, BertPreTokenizer, Digits, Punctuation, CharDelimiterSplit, FixedLength, UnicodeScripts,
+// Sequence) with Hugging Face tokenizers' exact semantics, including hand-written scanners for the GPT-2, Llama-3,
+// Qwen and o200k split regexes (Go's regexp has no lookahead) and a general regex engine for any other pattern.
 //
 // It must not know about models or the dataset format.
 //
+// Character classes (letters, numbers, whitespace, punctuation ...) are those of tokenizers 0.23.2 — Unicode 16
+// for Oniguruma and Rust, an older table for BERT punctuation — measured by testdata/gen_tables.py into
+// tables_gen.go, not Go's Unicode 15 tables. Other regexes run on regexp2 after a translation from Oniguruma's
+// syntax; regex.go lists what it rewrites, what it refuses and the differences left. A ByteLevel that is not the
+// last pre-tokenizer is refused with spec.ErrUnsupported.
+//
 // # Caveats
 //
-// Words returned by Split are usually substrings of the input (no copy); they stay valid as long as the input does.
+// Words returned by Split are substrings of the input (no copy) and stay valid as long as the input does, except
+// the words that hold a character the pre-tokenizer adds (Metaspace's replacement, ByteLevel's prefix space): those
+// are new strings. Split allocates nothing else once dst has room, for the scanners and single-pass
+// pre-tokenizers.
+//
+// Metaspace with prepend_scheme "first" prepends only at the start of the original text: split the text between
+// added tokens with SplitPiece, telling it which piece starts the text.
 package pretok
 
 import "encoding/json"

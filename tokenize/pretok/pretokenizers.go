@@ -1,0 +1,378 @@
+package pretok
+
+import (
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// splitter is what every pre-tokenizer of this package implements.
+type splitter interface {
+	PreTokenizer
+	// splitAt is Split for one piece of the text; atStart tells whether the piece begins the original text
+	// (Hugging Face: its original offset is 0), which Metaspace's "first" prepend scheme reads. first
+	// reports whether the first word appended begins at offset 0 of s (false when nothing was appended).
+	splitAt(s string, atStart bool, dst []string) (out []string, first bool)
+}
+
+// SplitPiece is Split for a piece of a larger text, such as the text between two added tokens: atStart tells
+// whether the piece begins the original text. Only Metaspace with prepend_scheme "first" (alone or inside a
+// Sequence) cares: it prepends its replacement only to the word at the start of the original text. Split(s,
+// dst) is SplitPiece(p, s, true, dst).
+func SplitPiece(p PreTokenizer, s string, atStart bool, dst []string) []string {
+	if sp, ok := p.(splitter); ok {
+		out, _ := sp.splitAt(s, atStart, dst)
+		return out
+	}
+	return p.Split(s, dst)
+}
+
+// matcher finds the matches of a split pattern.
+type matcher interface {
+	// feed passes, in order, the matches in s and the non-empty gaps between them to k.
+	feed(s string, k *sink)
+}
+
+// patternSplit splits on a pattern with a behavior: Split, Punctuation, Digits, CharDelimiterSplit,
+// WhitespaceSplit, Whitespace.
+type patternSplit struct {
+	pat matcher
+	beh behavior
+	inv bool
+}
+
+func (p *patternSplit) Split(s string, dst []string) []string {
+	out, _ := p.splitAt(s, true, dst)
+	return out
+}
+
+func (p *patternSplit) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+	if s == "" {
+		return dst, false
+	}
+	// Calls on concrete types keep the sink on the stack; only the general engine, which allocates anyway,
+	// goes through the interface.
+	k := newSink(s, p.beh, p.inv, dst)
+	switch m := p.pat.(type) {
+	case scanKind:
+		if p.beh == isolated || p.beh == removed && p.inv {
+			// The matches tile s, so every match is a word: skip the sink.
+			return m.appendMatches(s, dst), true
+		}
+		m.feed(s, &k)
+	case charClass:
+		m.feed(s, &k)
+	case literal:
+		m.feed(s, &k)
+	case oneRune:
+		m.feed(s, &k)
+	case wordRuns:
+		m.feed(s, &k)
+	default:
+		kp := sinkPool.Get().(*sink)
+		*kp = k
+		m.feed(s, kp)
+		out, first := kp.done()
+		*kp = sink{}
+		sinkPool.Put(kp)
+		return out, first
+	}
+	return k.done()
+}
+
+var sinkPool = sync.Pool{New: func() any { return new(sink) }}
+
+// literal matches a fixed, non-empty string (leftmost, non-overlapping).
+type literal string
+
+func (l literal) feed(s string, k *sink) {
+	prev := 0
+	for prev < len(s) {
+		j := strings.Index(s[prev:], string(l))
+		if j < 0 {
+			break
+		}
+		if j > 0 {
+			k.piece(prev, prev+j, false)
+		}
+		k.piece(prev+j, prev+j+len(l), true)
+		prev += j + len(l)
+	}
+	if prev < len(s) {
+		k.piece(prev, len(s), false)
+	}
+}
+
+// charClass matches, one character at a time, the characters whose class shares a bit with it.
+type charClass uint8
+
+func (c charClass) feed(s string, k *sink) {
+	prev := 0
+	for i := 0; i < len(s); {
+		cl, n := classAt(s, i)
+		if cl&uint8(c) != 0 {
+			if prev < i {
+				k.piece(prev, i, false)
+			}
+			k.piece(i, i+n, true)
+			prev = i + n
+		}
+		i += n
+	}
+	if prev < len(s) {
+		k.piece(prev, len(s), false)
+	}
+}
+
+// oneRune matches, one at a time, the occurrences of a character.
+type oneRune string
+
+func (r oneRune) feed(s string, k *sink) { literal(r).feed(s, k) }
+
+// wordRuns matches Rust regex `\w+|[^\w\s]+` (the Whitespace pre-tokenizer's pattern).
+type wordRuns struct{}
+
+func (wordRuns) feed(s string, k *sink) {
+	for i := 0; i < len(s); {
+		c, _ := classAt(s, i)
+		var e int
+		switch {
+		case c&cS != 0:
+			e = runWhile(s, i, cS)
+			k.piece(i, e, false)
+			i = e
+			continue
+		case c&cWord != 0:
+			e = runWhile(s, i, cWord)
+		default:
+			e = runUntil(s, i, cWord|cS)
+		}
+		k.piece(i, e, true)
+		i = e
+	}
+}
+
+// bert is BertPreTokenizer: split on whitespace (removed), then isolate each punctuation character.
+type bert struct{}
+
+func (bert) Split(s string, dst []string) []string {
+	out, _ := bert{}.splitAt(s, true, dst)
+	return out
+}
+
+func (bert) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+	n0 := len(dst)
+	first := false
+	emit := func(a, b int) {
+		if len(dst) == n0 {
+			first = a == 0
+		}
+		dst = append(dst, s[a:b])
+	}
+	start := 0
+	for i := 0; i < len(s); {
+		c, n := classAt(s, i)
+		switch {
+		case c&cS != 0:
+			if start < i {
+				emit(start, i)
+			}
+			start = i + n
+		case c&cPunct != 0:
+			if start < i {
+				emit(start, i)
+			}
+			emit(i, i+n)
+			start = i + n
+		}
+		i += n
+	}
+	if start < len(s) {
+		emit(start, len(s))
+	}
+	return dst, first
+}
+
+// byteLevel is ByteLevel in the raw-bytes representation (see Info): an optional leading space, then the
+// GPT-2 split regex.
+type byteLevel struct {
+	prefixSpace bool
+	useRegex    bool
+}
+
+func (b *byteLevel) Split(s string, dst []string) []string {
+	out, _ := b.splitAt(s, true, dst)
+	return out
+}
+
+func (b *byteLevel) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+	if s == "" {
+		return dst, false
+	}
+	if b.prefixSpace && s[0] != ' ' {
+		if !b.useRegex {
+			return append(dst, " "+s), true
+		}
+		// Only the first word holds the added space: copy that word, not the text.
+		x := gpt2AfterSpace(s)
+		dst = append(dst, " "+s[:x])
+		return scanGPT2.appendMatches(s[x:], dst), true
+	}
+	if !b.useRegex {
+		return append(dst, s), true
+	}
+	return scanGPT2.appendMatches(s, dst), true
+}
+
+// prependScheme is Metaspace's prepend_scheme.
+type prependScheme uint8
+
+const (
+	prependAlways prependScheme = iota
+	prependFirst
+	prependNever
+)
+
+// metaspace is Metaspace: spaces become the replacement character, which is also prepended, then words are
+// cut before each replacement character.
+type metaspace struct {
+	repl   string // one character
+	scheme prependScheme
+	split  bool
+}
+
+func (m *metaspace) Split(s string, dst []string) []string {
+	out, _ := m.splitAt(s, true, dst)
+	return out
+}
+
+func (m *metaspace) splitAt(s string, atStart bool, dst []string) ([]string, bool) {
+	if s == "" {
+		return dst, false
+	}
+	prepend := false
+	switch m.scheme {
+	case prependAlways:
+		prepend = s[0] != ' ' && !strings.HasPrefix(s, m.repl)
+	case prependFirst:
+		prepend = atStart && s[0] != ' ' && !strings.HasPrefix(s, m.repl)
+	}
+	if prepend || strings.IndexByte(s, ' ') >= 0 {
+		var b strings.Builder
+		b.Grow(len(s) + len(m.repl) + strings.Count(s, " ")*(len(m.repl)-1))
+		if prepend {
+			b.WriteString(m.repl)
+		}
+		for i := 0; i < len(s); {
+			j := strings.IndexByte(s[i:], ' ')
+			if j < 0 {
+				b.WriteString(s[i:])
+				break
+			}
+			b.WriteString(s[i : i+j])
+			b.WriteString(m.repl)
+			i += j + 1
+		}
+		s = b.String()
+	}
+	if !m.split {
+		return append(dst, s), true
+	}
+	k := newSink(s, mergedWithNext, false, dst)
+	oneRune(m.repl).feed(s, &k)
+	return k.done()
+}
+
+// fixedLength cuts words of n characters.
+type fixedLength struct{ n int }
+
+func (f *fixedLength) Split(s string, dst []string) []string {
+	out, _ := f.splitAt(s, true, dst)
+	return out
+}
+
+func (f *fixedLength) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+	start, count := 0, 0
+	for i := 0; i < len(s); {
+		_, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		if count++; count == f.n {
+			dst = append(dst, s[start:i])
+			start, count = i, 0
+		}
+	}
+	if start < len(s) {
+		dst = append(dst, s[start:])
+	}
+	return dst, s != ""
+}
+
+// identity returns the text as one word (an empty Sequence, or a ByteLevel that does nothing in the raw-bytes
+// representation).
+type identity struct{}
+
+func (identity) Split(s string, dst []string) []string {
+	if s == "" {
+		return dst
+	}
+	return append(dst, s)
+}
+
+func (identity) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+	if s == "" {
+		return dst, false
+	}
+	return append(dst, s), true
+}
+
+// sequence applies each step to every word of the step before.
+type sequence struct {
+	steps []splitter
+}
+
+type scratch struct{ a, b []string }
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func (q *sequence) Split(s string, dst []string) []string {
+	out, _ := q.splitAt(s, true, dst)
+	return out
+}
+
+func (q *sequence) splitAt(s string, atStart bool, dst []string) ([]string, bool) {
+	if len(q.steps) == 1 {
+		return q.steps[0].splitAt(s, atStart, dst)
+	}
+	sc := scratchPool.Get().(*scratch)
+	bufs := [2][]string{sc.a, sc.b}
+	// first: the first word of cur begins at offset 0 of s.
+	cur, first := q.steps[0].splitAt(s, atStart, bufs[0][:0])
+	bufs[0] = cur
+	for si := 1; si < len(q.steps); si++ {
+		last := si == len(q.steps)-1
+		out := dst
+		if !last {
+			out = bufs[si%2][:0]
+		}
+		nextFirst := false
+		for j, w := range cur {
+			before := len(out)
+			var f bool
+			out, f = q.steps[si].splitAt(w, atStart && first && j == 0, out)
+			if j == 0 {
+				nextFirst = first && f && len(out) > before
+			}
+		}
+		clear(cur) // the pooled buffers must not keep the text alive
+		if last {
+			dst = out
+		} else {
+			bufs[si%2] = out
+			cur = out
+		}
+		first = nextFirst
+	}
+	sc.a, sc.b = bufs[0][:0], bufs[1][:0]
+	scratchPool.Put(sc)
+	return dst, first
+}
