@@ -62,7 +62,7 @@ type Tokenizer struct {
 	decoder    decode.Decoder
 	added      *addedVocab
 	hash       string
-	pool       sync.Pool // *session
+	sessions   chan *session // idle sessions, kept warm (a sync.Pool would drop their word caches at every GC)
 	warnings   []string
 }
 
@@ -163,7 +163,7 @@ func FromBytes(data []byte, opts Options) (*Tokenizer, error) {
 	if !spec.IsNull(f.Padding) {
 		t.warnings = append(t.warnings, "tokenizer.json sets \"padding\": gload does not apply it (batches are padded by the server)")
 	}
-	t.pool.New = func() any { return &session{enc: t.model.NewEncoder()} }
+	t.sessions = make(chan *session, 4*runtime.GOMAXPROCS(0))
 	return t, nil
 }
 
@@ -209,14 +209,32 @@ func (t *Tokenizer) EncodeSpecial(text string) []int32 { return t.AppendEncode(n
 // AppendEncode appends the ids of text to dst. addSpecial applies the post-processor.
 func (t *Tokenizer) AppendEncode(dst []int32, text string, addSpecial bool) []int32 {
 	text, _ = utf8fix.ToValidUTF8(text)
-	s := t.pool.Get().(*session)
+	s := t.getSession()
 	start := len(dst)
 	dst = t.encodeSequence(s, dst, text)
-	t.pool.Put(s)
+	t.putSession(s)
 	if addSpecial && t.post != nil {
 		dst = t.post.apply(dst, start)
 	}
 	return dst
+}
+
+// getSession takes an idle session (with its warm word cache) or makes one.
+func (t *Tokenizer) getSession() *session {
+	select {
+	case s := <-t.sessions:
+		return s
+	default:
+		return &session{enc: t.model.NewEncoder()}
+	}
+}
+
+// putSession keeps s for reuse unless enough sessions are idle already.
+func (t *Tokenizer) putSession(s *session) {
+	select {
+	case t.sessions <- s:
+	default:
+	}
 }
 
 func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32 {

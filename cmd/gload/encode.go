@@ -26,6 +26,7 @@ type encodeOptions struct {
 	workers      int
 	textField    string
 	bench        bool
+	passes       int
 }
 
 func newEncodeCmd(g *globalOptions) *cobra.Command {
@@ -50,6 +51,7 @@ turned back into text. Text that is not valid UTF-8 has each ill-formed sequence
 	f.BoolVar(&o.decode, "decode", false, `also write "decoded": the ids turned back into text`)
 	f.IntVar(&o.workers, "workers", runtime.NumCPU(), "tokenizing goroutines")
 	f.StringVar(&o.textField, "text-field", "text", "JSON field holding the text (dotted path for nested objects)")
+	f.IntVar(&o.passes, "passes", 1, "with --bench: passes over the input; the fastest is reported")
 	f.BoolVar(&o.bench, "bench", false, "read all input first, then time tokenization alone; print one JSON line of throughput instead of ids")
 	_ = cmd.MarkFlagRequired("tokenizer")
 	return cmd
@@ -210,12 +212,33 @@ func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Write
 			return err
 		}
 	}
-	var tokens atomic.Int64
-	var next atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
+	var tokens int64
+	secs := 0.0
+	for pass := 0; pass < max(o.passes, 1); pass++ {
+		n, s, err := encodeAll(eng, texts, o.addSpecial, workers)
+		if err != nil {
+			return err
+		}
+		if pass == 0 || s < secs {
+			secs = s
+		}
+		tokens = n
+	}
+	res := map[string]any{"engine": o.engine, "workers": workers, "documents": len(texts), "bytes": size,
+		"tokens": tokens, "seconds": secs, "mb_per_s": float64(size) / secs / 1e6,
+		"tokens_per_s": float64(tokens) / secs, "passes": max(o.passes, 1)}
+	b, _ := json.Marshal(res)
+	_, err := fmt.Fprintf(out, "%s\n", b)
+	return err
+}
+
+// encodeAll encodes every text on workers goroutines and returns the token count and the seconds it took.
+func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int) (int64, float64, error) {
+	var tokens, next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
 	for range workers {
 		wg.Add(1)
 		go func() {
@@ -228,7 +251,7 @@ func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Write
 					break
 				}
 				var err error
-				buf, err = eng.EncodeTo(buf[:0], texts[i], o.addSpecial)
+				buf, err = eng.EncodeTo(buf[:0], texts[i], addSpecial)
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 				}
@@ -238,14 +261,5 @@ func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Write
 		}()
 	}
 	wg.Wait()
-	secs := time.Since(start).Seconds()
-	if firstErr != nil {
-		return firstErr
-	}
-	res := map[string]any{"engine": o.engine, "workers": workers, "documents": len(texts), "bytes": size,
-		"tokens": tokens.Load(), "seconds": secs, "mb_per_s": float64(size) / secs / 1e6,
-		"tokens_per_s": float64(tokens.Load()) / secs}
-	b, _ := json.Marshal(res)
-	_, err := fmt.Fprintf(out, "%s\n", b)
-	return err
+	return tokens.Load(), time.Since(start).Seconds(), firstErr
 }
