@@ -11,9 +11,11 @@ nproc | tee "$OUT/nproc.txt"
 python3 -c 'import tokenizers, pyarrow; print("tokenizers", tokenizers.__version__, "pyarrow", pyarrow.__version__)'
 # Engine alone, one thread and all, side by side with HF (and a parity check over the whole corpus).
 python3 bench/tokenizer.py --gload $d/gload --tokenizer $d/llama3.json.gz --corpus $d/corpus.jsonl \
-	--threads 1,2,4,8,16 --repeat 1 --json "$OUT/tokenizer.jsonl" 2>&1 | tee "$OUT/tokenizer.txt"
-# End to end: JSONL -> Arrow dataset on disk, 16 cores.
-python3 bench/tokenize_e2e.py --gload $d/gload --tokenizer $d/llama3.json.gz --corpus $d/corpus.jsonl \
+	--threads ${THREADS:-1,2,4,8,16} --passes ${PASSES:-2} --json "$OUT/tokenizer.jsonl" 2>&1 | tee "$OUT/tokenizer.txt"
+# End to end: JSONL -> Arrow dataset on disk, 16 cores, on the corpus three times over (120 MB) so that process start
+# and tokenizer loading (about 0.3 s for either tool) do not dominate.
+cat $d/corpus.jsonl $d/corpus.jsonl $d/corpus.jsonl > $d/corpus3.jsonl
+python3 bench/tokenize_e2e.py --gload $d/gload --tokenizer $d/llama3.json.gz --corpus $d/corpus3.jsonl \
 	--workers 16 --json "$OUT/e2e.jsonl" 2>&1 | tee "$OUT/e2e.txt"
 # pyarrow on the GPU machine reads gload's shards zero-copy.
 $d/gload tokenize --quiet --tokenizer $d/llama3.json.gz --shard-size 8MB --out /tmp/ds $d/corpus.jsonl
@@ -26,3 +28,16 @@ for f in sorted(glob.glob("/tmp/ds/data-*.arrow")):
     rows += t.num_rows
 print(f"pyarrow {pa.__version__}: read {rows} rows from", len(glob.glob('/tmp/ds/data-*.arrow')), "shards")
 PY
+# Memory stays bounded while streaming: tokenize a 2 GB corpus (the corpus 50 times over) and report peak RSS.
+for i in $(seq 50); do cat $d/corpus.jsonl; done > /tmp/corpus50.jsonl
+python3 - "$d/gload" "$d/llama3.json.gz" <<'PY' 2>&1 | tee "$OUT/rss.txt"
+import os, resource, subprocess, sys, time
+t = time.time()
+subprocess.run([sys.argv[1], "tokenize", "--quiet", "--tokenizer", sys.argv[2], "--out", "/tmp/ds50",
+                "/tmp/corpus50.jsonl"], check=True, stdout=subprocess.DEVNULL)
+secs = time.time() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+size = os.path.getsize("/tmp/corpus50.jsonl") / 1e9
+print(f"gload tokenize of {size:.2f} GB: {secs:.1f} s ({size * 1e3 / secs:.0f} MB/s of JSONL), peak RSS {rss:.0f} MiB")
+PY
+rm -rf /tmp/ds50 /tmp/corpus50.jsonl

@@ -163,7 +163,7 @@ func FromBytes(data []byte, opts Options) (*Tokenizer, error) {
 	if !spec.IsNull(f.Padding) {
 		t.warnings = append(t.warnings, "tokenizer.json sets \"padding\": gload does not apply it (batches are padded by the server)")
 	}
-	t.sessions = make(chan *session, 4*runtime.GOMAXPROCS(0))
+	t.sessions = make(chan *session, runtime.GOMAXPROCS(0))
 	return t, nil
 }
 
@@ -269,8 +269,14 @@ func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32
 	clear(s.words)
 	clear(s.raw)
 	clear(s.norm)
+	if cap(s.words) > maxKeptWords {
+		s.words = nil // a huge document's word list is not kept for the next one: idle sessions stay small
+	}
 	return dst
 }
+
+// maxKeptWords bounds the word-list capacity a session keeps between documents (16 bytes a word).
+const maxKeptWords = 1 << 14
 
 // EncodeBatch tokenizes every text on all cores; out[i] holds the ids of texts[i].
 func (t *Tokenizer) EncodeBatch(texts []string, addSpecial bool) [][]int32 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type tokenizeOptions struct {
 	resume       bool
 	strict       bool
 	quiet        bool
+	memoryLimit  string
 }
 
 func newTokenizeCmd(g *globalOptions) *cobra.Command {
@@ -84,6 +86,7 @@ ends byte-identical to an uninterrupted run.`,
 	f.BoolVar(&o.resume, "resume", false, "continue an interrupted run in --out")
 	f.BoolVar(&o.strict, "strict", false, "stop at the first bad document (exit 1) instead of skipping it")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	f.StringVar(&o.memoryLimit, "memory-limit", "768MiB", "soft limit for the Go heap (GC works harder near it); 0 or $GOMEMLIMIT to leave as is")
 	_ = cmd.MarkFlagRequired("tokenizer")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
@@ -97,6 +100,13 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 	maxDoc, err := parseSize(o.maxDocBytes)
 	if err != nil {
 		return fmt.Errorf("--max-doc-bytes: %w", err)
+	}
+	if o.memoryLimit != "0" && os.Getenv("GOMEMLIMIT") == "" {
+		limit, err := parseSize(o.memoryLimit)
+		if err != nil {
+			return fmt.Errorf("--memory-limit: %w", err)
+		}
+		debug.SetMemoryLimit(limit)
 	}
 	eng, err := tokenize.LoadEngine(o.engine, o.tokenizer, tokenize.Options{SplitSpecialTokens: o.splitSpecial})
 	if err != nil {

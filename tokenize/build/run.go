@@ -123,7 +123,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	jobs := make(chan *chunk, 2*opts.Workers)
 	done := make(chan *chunk, 2*opts.Workers)
-	inflight := make(chan struct{}, 4*opts.Workers) // bounds memory: chunks read but not yet written
+	inflight := make(chan struct{}, 2*opts.Workers) // bounds memory: chunks read but not yet written
 	extract := corpus.NewExtractor(opts.Corpus)
 
 	g.Go(func() error { // reader: frames records into chunks
