@@ -347,3 +347,25 @@ func TestCompressedInputs(t *testing.T) {
 		t.Fatal("corrupt input left a complete-looking dataset")
 	}
 }
+
+// TestResumeBeforeFirstJournal: a run killed before its first journal save leaves at most a temporary journal;
+// --resume then starts afresh and ends with the bytes of a plain run. A directory of foreign files is refused.
+func TestResumeBeforeFirstJournal(t *testing.T) {
+	tok := loadTok(t)
+	dir := t.TempDir()
+	in, _ := writeCorpus(t, dir, 60)
+	ref := filepath.Join(dir, "ref")
+	run(t, Options{Inputs: []string{in}, Out: ref, Engine: tok})
+	out := filepath.Join(dir, "out")
+	os.MkdirAll(out, 0o755)
+	os.WriteFile(filepath.Join(out, journalName+".tmp"), []byte("{\"vers"), 0o644)
+	run(t, Options{Inputs: []string{in}, Out: out, Engine: tok, Resume: true})
+	sameDirs(t, ref, out)
+
+	foreign := filepath.Join(dir, "foreign")
+	os.MkdirAll(foreign, 0o755)
+	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o644)
+	if _, err := Run(context.Background(), Options{Inputs: []string{in}, Out: foreign, Engine: tok, Resume: true}); err == nil {
+		t.Fatal("--resume accepted a directory that no gload run wrote")
+	}
+}

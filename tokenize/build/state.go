@@ -106,16 +106,21 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 	case err != nil:
 		return nil, fmt.Errorf("tokenize: output %s: %w", o.Out, err)
 	case len(entries) == 0:
-		if o.Resume {
-			return nil, fmt.Errorf("tokenize: --resume: %s is empty, nothing to resume", o.Out)
-		}
+		// Nothing completed yet (a run killed at its very start, or a new directory): --resume starts afresh.
 	case o.Resume:
 		data, err := os.ReadFile(st.journalPath())
 		if errors.Is(err, os.ErrNotExist) {
 			if _, serr := os.Stat(filepath.Join(o.Out, "state.json")); serr == nil {
 				return nil, fmt.Errorf("tokenize: --resume: %s is already a complete dataset", o.Out)
 			}
-			return nil, fmt.Errorf("tokenize: --resume: %s has no %s (not an interrupted gload run)", o.Out, journalName)
+			if !onlyTempFiles(entries) {
+				return nil, fmt.Errorf("tokenize: --resume: %s has no %s (not an interrupted gload run)", o.Out, journalName)
+			}
+			// Killed before its first journal was written: nothing was completed, start afresh.
+			if err := clearDataset(o.Out, entries); err != nil {
+				return nil, err
+			}
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("tokenize: --resume: %w", err)
@@ -155,6 +160,16 @@ func isDatasetFile(name string) bool {
 		return true
 	}
 	return strings.HasSuffix(name, ".arrow") || strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".arrow.")
+}
+
+// onlyTempFiles reports whether every entry is a temporary file a gload run writes (name.tmp).
+func onlyTempFiles(entries []os.DirEntry) bool {
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".tmp") || !isDatasetFile(e.Name()) {
+			return false
+		}
+	}
+	return true
 }
 
 // clearDataset removes what a previous run wrote; anything else in the directory makes --overwrite refuse.
