@@ -8,7 +8,7 @@ BIN       := bin/gload
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export GLOAD_PYTHON := $(abspath $(PYTHON))
 
-.PHONY: all setup build build-hf demo test test-go test-hf lint bench clean
+.PHONY: all setup build build-hf demo test test-go test-hf test-py lint bench clean
 
 all: build
 
@@ -34,6 +34,12 @@ test: setup lint
 	$(GO) test -count=1 ./...
 	SETUP_HF=1 scripts/setup.sh
 	$(GO) test -count=1 -tags hftokenizers ./tokenize/...
+
+# The Python client (pyclient/) against a real gload serve, in the newest (.venv) and the oldest supported
+# (.venv-oldest: grpcio 1.51, protobuf 4.21, numpy 1.24) stacks. torch tests skip where torch is absent.
+test-py: setup build
+	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) $(abspath $(PYTHON)) -m pytest -q -p no:cacheprovider tests
+	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) $(abspath .venv-oldest/bin/python) -m pytest -q -p no:cacheprovider tests
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokenize/...

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/loader/shm"
 )
 
 // tokenSource is what batch assembly reads rows from (a *dataset.Dataset).
@@ -27,22 +28,21 @@ type batchHeader struct {
 
 // Field numbers of gload.v1.ServerMessage and gload.v1.Batch.
 const (
-	fieldServerBatch   = 2
-	fieldSeq           = 1
-	fieldGlobalIndex   = 2
-	fieldRankStep      = 3
-	fieldRows          = 4
-	fieldLength        = 5
-	fieldPieces        = 6
-	fieldInputIDs      = 7
-	fieldLengths       = 8
-	fieldIndex         = 9
-	fieldPositionIDs   = 10
-	fieldCuSeqlens     = 11
-	fieldSlot          = 12
-	fieldCuLen         = 13
-	slotNone           = -1
-	slotNoneWireUint64 = uint64(1<<64 - 1) // int32 -1 as a protobuf varint
+	fieldServerBatch = 2
+	fieldSeq         = 1
+	fieldGlobalIndex = 2
+	fieldRankStep    = 3
+	fieldRows        = 4
+	fieldLength      = 5
+	fieldPieces      = 6
+	fieldInputIDs    = 7
+	fieldLengths     = 8
+	fieldIndex       = 9
+	fieldPositionIDs = 10
+	fieldCuSeqlens   = 11
+	fieldSlot        = 12
+	fieldCuLen       = 13
+	slotNone         = int32(-1)
 )
 
 // assembler builds wire batches for one stream. It is not safe for
@@ -98,15 +98,19 @@ func appendRegion(b []byte, num protowire.Number, n int) ([]byte, []byte) {
 	return b[:len(b)+n], b[len(b) : len(b)+n]
 }
 
-// assemble encodes batch b as a ServerMessage{batch}: every piece's tokens
-// are copied from the source into the outgoing buffer once. The buffer comes
-// from the pool; the caller sends or releases it.
-func (a *assembler) assemble(b bucket.Batch, h batchHeader) (*wireBatch, error) {
+// sizes are the byte sizes of one batch's buffers.
+type sizes struct {
+	ids, lengths, index, pos, cu int
+	cuLen                        int // entries of cu_seqlens
+}
+
+// prepare validates plan batch b, records its row lengths and returns its
+// buffer sizes.
+func (a *assembler) prepare(b bucket.Batch, h batchHeader) (sizes, error) {
 	rows, L := b.Rows, b.Length
 	if rows < 0 || L < 0 || (h.packed && len(b.RowStart) != rows+1) || (!h.packed && len(b.Pieces) != rows) {
-		return nil, fmt.Errorf("batch %d: inconsistent plan batch (rows %d, length %d, pieces %d)", h.global, rows, L, len(b.Pieces))
+		return sizes{}, fmt.Errorf("batch %d: inconsistent plan batch (rows %d, length %d, pieces %d)", h.global, rows, L, len(b.Pieces))
 	}
-	// Sizes, row lengths, and the number of cu_seqlens entries.
 	if cap(a.rowLen) < rows {
 		a.rowLen = make([]int32, rows)
 	}
@@ -123,7 +127,7 @@ func (a *assembler) assemble(b bucket.Batch, h batchHeader) (*wireBatch, error) 
 				}
 			}
 			if s > L {
-				return nil, fmt.Errorf("batch %d row %d: %d tokens exceed length %d", h.global, r, s, L)
+				return sizes{}, fmt.Errorf("batch %d row %d: %d tokens exceed length %d", h.global, r, s, L)
 			}
 			if s < L {
 				cuLen++
@@ -133,68 +137,151 @@ func (a *assembler) assemble(b bucket.Batch, h batchHeader) (*wireBatch, error) 
 	} else {
 		for r, p := range b.Pieces {
 			if p.Len < 0 || p.Len > L {
-				return nil, fmt.Errorf("batch %d row %d: %d tokens exceed length %d", h.global, r, p.Len, L)
+				return sizes{}, fmt.Errorf("batch %d row %d: %d tokens exceed length %d", h.global, r, p.Len, L)
 			}
 			a.rowLen[r] = int32(p.Len)
 		}
 	}
-	cells := int64(rows) * int64(L)
-	idsBytes := cells * 4
+	idsBytes := int64(rows) * int64(L) * 4
 	est := idsBytes + int64(rows)*4 + int64(len(b.Pieces))*8 + int64(cuLen)*4 + 128
 	if h.packed {
 		est += idsBytes
 	}
 	if est > a.maxBytes {
-		return nil, fmt.Errorf("batch %d: %d×%d needs %d bytes, more than the server's limit of %d", h.global, rows, L, est, a.maxBytes)
+		return sizes{}, fmt.Errorf("batch %d: %d×%d needs %d bytes, more than the server's limit of %d", h.global, rows, L, est, a.maxBytes)
 	}
-	posBytes := 0
+	sz := sizes{ids: int(idsBytes), lengths: rows * 4, index: len(b.Pieces) * 8}
 	if h.packed {
-		posBytes = int(idsBytes)
+		sz.pos, sz.cu, sz.cuLen = int(idsBytes), cuLen*4, cuLen
 	}
-	body := sizeVarintField(fieldSeq, h.seq) + sizeVarintField(fieldGlobalIndex, h.global) +
-		sizeVarintField(fieldRankStep, h.rankStep) + sizeVarintField(fieldRows, uint64(rows)) +
-		sizeVarintField(fieldLength, uint64(L)) + sizeVarintField(fieldPieces, uint64(len(b.Pieces))) +
-		sizeBytesField(fieldInputIDs, int(idsBytes)) + sizeBytesField(fieldLengths, rows*4) +
-		sizeBytesField(fieldIndex, len(b.Pieces)*8) + sizeBytesField(fieldPositionIDs, posBytes) +
-		sizeBytesField(fieldCuSeqlens, cuLen*4) + sizeVarintField(fieldSlot, slotNoneWireUint64) +
-		sizeVarintField(fieldCuLen, uint64(cuLen))
+	return sz, nil
+}
+
+// regions are the destinations of one batch's buffers (sized by prepare).
+type regions struct {
+	ids, lengths, index, pos, cu []byte
+}
+
+// fill writes batch b's buffers into r: each piece's tokens are copied from
+// the source once.
+func (a *assembler) fill(r regions, b bucket.Batch, h batchHeader) error {
+	if err := a.fillIDs(r.ids, b, h); err != nil {
+		return err
+	}
+	for i, n := range a.rowLen {
+		binary.LittleEndian.PutUint32(r.lengths[4*i:], uint32(n))
+	}
+	for k, p := range b.Pieces {
+		binary.LittleEndian.PutUint64(r.index[8*k:], uint64(int64(p.Index)))
+	}
+	if h.packed {
+		a.fillPositions(r.pos, b, h.posStart)
+		a.fillCuSeqlens(r.cu, b)
+	}
+	return nil
+}
+
+// headerSize is the encoded size of a Batch's scalar fields.
+func headerSize(b bucket.Batch, h batchHeader, slot int32, cuLen int) int {
+	return sizeVarintField(fieldSeq, h.seq) + sizeVarintField(fieldGlobalIndex, h.global) +
+		sizeVarintField(fieldRankStep, h.rankStep) + sizeVarintField(fieldRows, uint64(b.Rows)) +
+		sizeVarintField(fieldLength, uint64(b.Length)) + sizeVarintField(fieldPieces, uint64(len(b.Pieces))) +
+		sizeVarintField(fieldSlot, slotWire(slot)) + sizeVarintField(fieldCuLen, uint64(cuLen))
+}
+
+// slotWire is a slot number as a protobuf int32 varint (negative values
+// sign-extend to 64 bits).
+func slotWire(slot int32) uint64 { return uint64(int64(slot)) }
+
+// assemble encodes batch b as a ServerMessage{batch}: every piece's tokens
+// are copied from the source into the outgoing buffer once. The buffer comes
+// from the pool; the caller sends or releases it.
+func (a *assembler) assemble(b bucket.Batch, h batchHeader) (*wireBatch, error) {
+	sz, err := a.prepare(b, h)
+	if err != nil {
+		return nil, err
+	}
+	body := headerSize(b, h, slotNone, sz.cuLen) +
+		sizeBytesField(fieldInputIDs, sz.ids) + sizeBytesField(fieldLengths, sz.lengths) +
+		sizeBytesField(fieldIndex, sz.index) + sizeBytesField(fieldPositionIDs, sz.pos) +
+		sizeBytesField(fieldCuSeqlens, sz.cu)
 	total := protowire.SizeTag(fieldServerBatch) + protowire.SizeBytes(body)
 
-	w := &wireBatch{buf: a.pool.Get(total), pool: a.pool, payload: int(idsBytes)}
+	w := &wireBatch{buf: a.pool.Get(total), pool: a.pool, payload: sz.ids}
 	out := (*w.buf)[:0]
 	out = protowire.AppendTag(out, fieldServerBatch, protowire.BytesType)
 	out = protowire.AppendVarint(out, uint64(body))
 	out = appendVarintField(out, fieldSeq, h.seq)
 	out = appendVarintField(out, fieldGlobalIndex, h.global)
 	out = appendVarintField(out, fieldRankStep, h.rankStep)
-	out = appendVarintField(out, fieldRows, uint64(rows))
-	out = appendVarintField(out, fieldLength, uint64(L))
+	out = appendVarintField(out, fieldRows, uint64(b.Rows))
+	out = appendVarintField(out, fieldLength, uint64(b.Length))
 	out = appendVarintField(out, fieldPieces, uint64(len(b.Pieces)))
-
-	var region []byte
-	out, region = appendRegion(out, fieldInputIDs, int(idsBytes))
-	if err := a.fillIDs(region, b, h); err != nil {
+	var r regions
+	out, r.ids = appendRegion(out, fieldInputIDs, sz.ids)
+	out, r.lengths = appendRegion(out, fieldLengths, sz.lengths)
+	out, r.index = appendRegion(out, fieldIndex, sz.index)
+	out, r.pos = appendRegion(out, fieldPositionIDs, sz.pos)
+	out, r.cu = appendRegion(out, fieldCuSeqlens, sz.cu)
+	out = appendVarintField(out, fieldSlot, slotWire(slotNone))
+	out = appendVarintField(out, fieldCuLen, uint64(sz.cuLen))
+	if len(out) != total {
+		panic(fmt.Sprintf("loader: batch encoding wrote %d bytes, sized %d", len(out), total))
+	}
+	if err := a.fill(r, b, h); err != nil {
 		w.release()
 		return nil, err
 	}
-	out, region = appendRegion(out, fieldLengths, rows*4)
-	for r, n := range a.rowLen {
-		binary.LittleEndian.PutUint32(region[4*r:], uint32(n))
+	*w.buf = out
+	return w, nil
+}
+
+// assembleSlot writes batch b's buffers into a shared-memory slot at the
+// offsets of layout and encodes a ServerMessage{batch} that names the slot
+// and carries no buffers.
+func (a *assembler) assembleSlot(b bucket.Batch, h batchHeader, slot int32, mem []byte, layout shm.Layout) (*wireBatch, error) {
+	sz, err := a.prepare(b, h)
+	if err != nil {
+		return nil, err
 	}
-	out, region = appendRegion(out, fieldIndex, len(b.Pieces)*8)
-	for k, p := range b.Pieces {
-		binary.LittleEndian.PutUint64(region[8*k:], uint64(int64(p.Index)))
+	at := func(off int64, n int) ([]byte, error) {
+		if off < 0 || off > int64(len(mem)) || int64(n) > int64(len(mem))-off {
+			return nil, fmt.Errorf("batch %d: %d bytes at offset %d do not fit slot %d of %d bytes", h.global, n, off, slot, len(mem))
+		}
+		return mem[off : off+int64(n)], nil
 	}
-	if h.packed {
-		out, region = appendRegion(out, fieldPositionIDs, posBytes)
-		a.fillPositions(region, b, h.posStart)
-		out, region = appendRegion(out, fieldCuSeqlens, cuLen*4)
-		a.fillCuSeqlens(region, b)
+	var r regions
+	for _, f := range []struct {
+		dst *[]byte
+		off int64
+		n   int
+	}{
+		{&r.ids, layout.InputIDs, sz.ids}, {&r.lengths, layout.Lengths, sz.lengths}, {&r.index, layout.Index, sz.index},
+		{&r.pos, layout.PositionIDs, sz.pos}, {&r.cu, layout.CuSeqlens, sz.cu},
+	} {
+		if *f.dst, err = at(f.off, f.n); err != nil {
+			return nil, err
+		}
 	}
-	out = appendVarintField(out, fieldSlot, slotNoneWireUint64)
-	out = appendVarintField(out, fieldCuLen, uint64(cuLen))
+	if err := a.fill(r, b, h); err != nil {
+		return nil, err
+	}
+	body := headerSize(b, h, slot, sz.cuLen)
+	total := protowire.SizeTag(fieldServerBatch) + protowire.SizeBytes(body)
+	w := &wireBatch{buf: a.pool.Get(total), pool: a.pool, payload: sz.ids}
+	out := (*w.buf)[:0]
+	out = protowire.AppendTag(out, fieldServerBatch, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(body))
+	out = appendVarintField(out, fieldSeq, h.seq)
+	out = appendVarintField(out, fieldGlobalIndex, h.global)
+	out = appendVarintField(out, fieldRankStep, h.rankStep)
+	out = appendVarintField(out, fieldRows, uint64(b.Rows))
+	out = appendVarintField(out, fieldLength, uint64(b.Length))
+	out = appendVarintField(out, fieldPieces, uint64(len(b.Pieces)))
+	out = appendVarintField(out, fieldSlot, slotWire(slot))
+	out = appendVarintField(out, fieldCuLen, uint64(sz.cuLen))
 	if len(out) != total {
-		panic(fmt.Sprintf("loader: batch encoding wrote %d bytes, sized %d", len(out), total))
+		panic(fmt.Sprintf("loader: slot batch encoding wrote %d bytes, sized %d", len(out), total))
 	}
 	*w.buf = out
 	return w, nil

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/loader/shm"
 	"github.com/gload/gload/proto/gloadpb"
 )
 
@@ -233,7 +234,53 @@ func FuzzAssemble(f *testing.F) {
 			t.Fatal("packed fields on a padded batch")
 		}
 		w.release()
+		checkSlotAssembly(t, a, b, batchHeader{seq: seed, global: seed >> 3, packed: packed, padID: pad, posStart: posStart}, got)
 	})
+}
+
+// checkSlotAssembly assembles b into a shared-memory slot and checks that the
+// slot holds the buffers want (the gRPC encoding) carries, and that the
+// message names the slot and carries no buffers.
+func checkSlotAssembly(t *testing.T, a *assembler, b bucket.Batch, h batchHeader, want *gloadpb.Batch) {
+	t.Helper()
+	need := shm.Need{Cells: int64(b.Rows) * int64(b.Length), Rows: int64(b.Rows), Pieces: int64(len(b.Pieces))}
+	if h.packed {
+		need.Positions, need.CuLen = true, int64(want.CuLen)
+	}
+	layout, err := shm.NewLayout(need)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := make([]byte, layout.SlotBytes)
+	for i := range slot {
+		slot[i] = 0xee // stale bytes of an earlier batch
+	}
+	w, err := a.assembleSlot(b, h, 3, slot, layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decodeWire(t, w)
+	if got.Slot != 3 || len(got.InputIds)+len(got.Lengths)+len(got.Index)+len(got.PositionIds)+len(got.CuSeqlens) != 0 ||
+		got.Rows != want.Rows || got.Length != want.Length || got.Pieces != want.Pieces || got.CuLen != want.CuLen ||
+		got.Seq != want.Seq || got.GlobalIndex != want.GlobalIndex {
+		t.Fatalf("slot message %v, gRPC message had rows %d length %d", got, want.Rows, want.Length)
+	}
+	for _, f := range []struct {
+		name string
+		off  int64
+		want []byte
+	}{
+		{"input_ids", layout.InputIDs, want.InputIds}, {"lengths", layout.Lengths, want.Lengths}, {"index", layout.Index, want.Index},
+		{"position_ids", layout.PositionIDs, want.PositionIds}, {"cu_seqlens", layout.CuSeqlens, want.CuSeqlens},
+	} {
+		if !bytes.Equal(slot[f.off:f.off+int64(len(f.want))], f.want) {
+			t.Fatalf("slot %s differs from the gRPC encoding", f.name)
+		}
+	}
+	w.release()
+	if _, err := a.assembleSlot(b, h, 3, slot[:layout.InputIDs+int64(len(want.InputIds))/2], layout); err == nil && len(want.InputIds) > 0 {
+		t.Fatal("assembled into a slot too small for the batch")
+	}
 }
 
 func TestBufPool(t *testing.T) {

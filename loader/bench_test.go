@@ -31,7 +31,7 @@ func fixedDataset(b testing.TB, rows, rowLen, perShard int) string {
 	return dir
 }
 
-// BenchmarkStream: a Go client on loopback pulls 16×1024-token batches
+// BenchmarkStream: a Go client on loopback (or over a shared-memory ring) pulls 16×1024-token batches
 // (64 KiB of input_ids each) at prefetch depths 1, 4 and 16, releasing each
 // batch at once. Reports batches/s and the p50/p99 latency of Next. The
 // step=… runs sleep that long between batches, like a training step that
@@ -43,12 +43,12 @@ func BenchmarkStream(b *testing.B) {
 		step  time.Duration
 	}
 	runs := []run{{1, 0}, {4, 0}, {16, 0}, {4, 500 * time.Microsecond}}
-	for _, network := range []string{"unix", "tcp"} {
-		ts := startServer(b, loader.Config{Datasets: map[string]string{"d": dir}}, network)
+	for _, tr := range transports {
+		ts := startServer(b, loader.Config{Datasets: map[string]string{"d": dir}, ShmDir: tr.shmDir(b)}, tr.network)
 		c := dial(b, ts.addr)
 		for _, r := range runs {
 			depth := r.depth
-			name := fmt.Sprintf("%s/prefetch=%d", network, depth)
+			name := fmt.Sprintf("%s-%s/prefetch=%d", tr.network, tr.name, depth)
 			if r.step > 0 {
 				name += fmt.Sprintf("/step=%s", r.step)
 			}
@@ -57,7 +57,7 @@ func BenchmarkStream(b *testing.B) {
 				epoch := uint32(0)
 				open := func() *client.Stream {
 					epoch++
-					s, err := c.Stream(ctx, &gloadpb.Open{Dataset: "d", Epoch: epoch, Prefetch: uint32(depth),
+					s, err := c.Stream(ctx, &gloadpb.Open{Dataset: "d", Epoch: epoch, Prefetch: uint32(depth), Transport: tr.transport,
 						Policy: &gloadpb.BatchPolicy{BatchSize: 16, PadMultiple: 1024}})
 					if err != nil {
 						b.Fatal(err)

@@ -3,7 +3,6 @@ package loader
 import (
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -40,8 +39,8 @@ const maxIdleClients = 256
 type clientKey struct{ dataset, id string }
 
 type clientState struct {
-	stat  ClientStat   // QueueDepth unused: see queue
-	queue atomic.Int64 // batches sent and not acked, over the client's streams
+	stat  ClientStat // QueueDepth unused: see queue
+	queue queueCount // batches sent and not acked, over the client's streams (watch.go)
 	seen  time.Time
 }
 
@@ -50,6 +49,9 @@ type clientTable struct {
 	mu      sync.Mutex
 	clients map[clientKey]*clientState
 	now     func() time.Time
+	// onReport and onDrained feed the GPU watch (watch.go); set before use.
+	onReport  func(id string, wait, step time.Duration, clientTime time.Time)
+	onDrained func(id string)
 }
 
 func newClientTable(now func() time.Time) *clientTable {
@@ -60,6 +62,9 @@ func (t *clientTable) get(k clientKey) *clientState {
 	c, ok := t.clients[k]
 	if !ok {
 		c = &clientState{stat: ClientStat{Dataset: k.dataset, ClientID: k.id}}
+		if t.onDrained != nil {
+			c.queue.drained = func() { t.onDrained(k.id) }
+		}
 		t.clients[k] = c
 	}
 	c.seen = t.now()
@@ -84,8 +89,17 @@ func (t *clientTable) close(k clientKey) {
 	t.prune()
 }
 
-// report records a step report and returns the new wait share.
+// report records a step report (and hands it to the watch) and returns the
+// new wait share.
 func (t *clientTable) report(k clientKey, wait, step time.Duration, clientTime time.Time) float64 {
+	share := t.record(k, wait, step, clientTime)
+	if t.onReport != nil {
+		t.onReport(k.id, wait, step, clientTime)
+	}
+	return share
+}
+
+func (t *clientTable) record(k clientKey, wait, step time.Duration, clientTime time.Time) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.get(k)

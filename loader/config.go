@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"sort"
 	"time"
+
+	"github.com/gload/gload/loader/gpuwatch"
+	"github.com/gload/gload/loader/shm"
 )
 
 // Defaults applied to zero Config fields.
@@ -42,8 +45,19 @@ type Config struct {
 	MaxClientLabels int
 	// TLSCertFile and TLSKeyFile enable TLS (PEM files); both or neither.
 	TLSCertFile, TLSKeyFile string
+	// ShmDir is where shared-memory rings are created (default /dev/shm);
+	// rings of dead servers found there are removed at start.
+	ShmDir string
 	// NoWriteIndex keeps a rebuilt gload.index in memory only.
 	NoWriteIndex bool
+	// Watch is the GPU starvation watch, fed with the clients' step reports
+	// and queues and served by the Watch RPC and /metrics; its caller runs
+	// it and closes its source. Nil: the server makes one over NVML with
+	// WatchOptions (without a GPU, or with NoGPUWatch, it says "no GPU
+	// visible") and runs it while serving.
+	Watch        *gpuwatch.Watcher
+	WatchOptions gpuwatch.Options
+	NoGPUWatch   bool
 	// Version is reported by Health.
 	Version string
 	// Logger receives structured logs; nil discards them.
@@ -105,6 +119,9 @@ func (c Config) normalized() (Config, error) {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return c, fmt.Errorf("%w: TLS needs both a certificate and a key file", ErrConfig)
+	}
+	if c.ShmDir == "" {
+		c.ShmDir = shm.DefaultDir
 	}
 	if c.Version == "" {
 		c.Version = "dev"

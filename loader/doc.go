@@ -12,6 +12,14 @@
 // [Server.Serve] runs until its context ends, then drains streams for at most
 // Config.DrainTimeout and closes the datasets.
 //
+// Over TRANSPORT_SHM (clients on the same host) each stream gets a ring of
+// package loader/shm in Config.ShmDir: one slot per granted prefetch credit,
+// each sized for the largest batch of the stream's plan. A batch is assembled
+// straight from the mapped shard into a free slot and its message carries
+// only {seq, slot, shape}; the client's ack returns the slot. The ring file is
+// removed when the stream ends, whichever way it ends (finished, client gone,
+// error, drain), and NewServer removes the rings of servers that died.
+//
 // The wire protocol is proto/gload.proto; the Go client is loader/client.
 // Epoch plans come from package bucket and are cached per (fingerprint, seed,
 // epoch, policy, plan world) with an LRU bound; concurrent streams asking for
@@ -19,7 +27,8 @@
 //
 // The package touches only the dataset directories it is given (reading
 // shards, and writing gload.index there when it had to be rebuilt, unless
-// Config.NoWriteIndex) and the listeners it is handed. It keeps no global
+// Config.NoWriteIndex), the listeners it is handed, and ring files in
+// Config.ShmDir (its own, and those of dead servers). It keeps no global
 // state: metrics live in a registry per Server.
 //
 // # Caveats
@@ -35,6 +44,9 @@
 // that run after SendMsg returns.
 //
 // Memory per stream is bounded by the granted prefetch depth times the size
-// of the stream's largest batch (at most Config.MaxBatchBytes); the Server
-// does not bound the number of streams.
+// of the stream's largest batch (at most Config.MaxBatchBytes), in pooled
+// buffers over gRPC and in the stream's ring (tmpfs, reserved when the stream
+// opens) over shared memory; the Server does not bound the number of streams.
+// A server killed with SIGKILL leaves its rings in Config.ShmDir until the next
+// server start there.
 package loader

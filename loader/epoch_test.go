@@ -44,8 +44,9 @@ func TestEpochCoverage(t *testing.T) {
 		{"packed-split", &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 3, SeqLen: 256, SplitDocs: true},
 			func(c *bucket.Config) { c.Policy, c.BatchSize, c.SeqLen, c.SplitDocs = bucket.Packed, 3, 256, true }},
 	}
-	for _, network := range []string{"unix", "tcp"} {
-		ts := startServer(t, loader.Config{Datasets: map[string]string{"d": dir}}, network)
+	for _, tr := range transports {
+		network := tr.network + "-" + tr.name
+		ts := startServer(t, loader.Config{Datasets: map[string]string{"d": dir}, ShmDir: tr.shmDir(t)}, tr.network)
 		c := dial(t, ts.addr)
 		infos, err := c.Datasets(t.Context())
 		if err != nil {
@@ -58,7 +59,7 @@ func TestEpochCoverage(t *testing.T) {
 				cfg.PlanWorld = world
 				tc.cfg(&cfg)
 				plan := planFor(t, lengths, fp, 5, 2, cfg)
-				open := &gloadpb.Open{Dataset: "d", Seed: 5, Epoch: 2, Policy: tc.policy, Prefetch: 3}
+				open := &gloadpb.Open{Dataset: "d", Seed: 5, Epoch: 2, Policy: tc.policy, Prefetch: 3, Transport: tr.transport}
 				ranks := consumers(t, c, open, world, workers)
 				per := plan.PerRank(0, world)
 				seen := map[int]int{}

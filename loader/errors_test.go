@@ -61,7 +61,6 @@ func TestOpenErrors(t *testing.T) {
 		{"batch over the server limit", func(o *gloadpb.Open) {
 			o.Policy.BatchSize = 200
 		}, codes.InvalidArgument, []string{"policy.batch_size", "limit"}},
-		{"shm transport", func(o *gloadpb.Open) { o.Transport = gloadpb.Transport_TRANSPORT_SHM }, codes.Unimplemented, []string{"transport", "shm"}},
 		{"unknown transport", func(o *gloadpb.Open) { o.Transport = 9 }, codes.InvalidArgument, []string{"transport", "9"}},
 		{"resume other fingerprint", resume(func(r *gloadpb.ResumeState) { r.Fingerprint = "0123456789abcdef" }),
 			codes.FailedPrecondition, []string{"resume.fingerprint", "dataset changed since the state was saved"}},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -247,3 +248,42 @@ func consumers(t *testing.T, c *client.Client, base *gloadpb.Open, world, worker
 }
 
 func cloneOpen(o *gloadpb.Open) *gloadpb.Open { return proto.Clone(o).(*gloadpb.Open) }
+
+// transport is one way of running the integration suite: a listener network
+// and a batch transport.
+type transport struct {
+	name      string
+	network   string // "unix" or "tcp"
+	transport gloadpb.Transport
+}
+
+// transports are the combinations the integration suite runs against.
+var transports = []transport{
+	{"grpc", "unix", gloadpb.Transport_TRANSPORT_GRPC},
+	{"grpc", "tcp", gloadpb.Transport_TRANSPORT_GRPC},
+	{"shm", "unix", gloadpb.Transport_TRANSPORT_SHM},
+}
+
+// shmDir returns a fresh ring directory for shm runs (checked empty at
+// cleanup: every stream removes its ring) and "" otherwise.
+func (tr transport) shmDir(t testing.TB) string {
+	t.Helper()
+	if tr.transport != gloadpb.Transport_TRANSPORT_SHM {
+		return ""
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { checkNoRings(t, dir) })
+	return dir
+}
+
+// checkNoRings fails if dir holds any file (a ring left behind).
+func checkNoRings(t testing.TB, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("ring left behind: %s", filepath.Join(dir, e.Name()))
+	}
+}

@@ -16,7 +16,16 @@ func TestElasticResume(t *testing.T) {
 	dir := t.TempDir()
 	lengths := genLengths(2000, 1, 200, 3)
 	writeDataset(t, dir, lengths, 700, 100)
-	ts := startServer(t, loader.Config{Datasets: map[string]string{"d": dir}}, "unix")
+	for _, tr := range transports {
+		if tr.network != "unix" {
+			continue
+		}
+		t.Run(tr.name, func(t *testing.T) { testElasticResume(t, dir, lengths, tr) })
+	}
+}
+
+func testElasticResume(t *testing.T, dir string, lengths []int, tr transport) {
+	ts := startServer(t, loader.Config{Datasets: map[string]string{"d": dir}, ShmDir: tr.shmDir(t)}, "unix")
 	c := dial(t, ts.addr)
 	infos, err := c.Datasets(t.Context())
 	if err != nil {
@@ -34,7 +43,7 @@ func TestElasticResume(t *testing.T) {
 		{"packed 4x2 -> 1x3", &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 2, SeqLen: 512}, 4, 2, 3, 1, 3, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			open := &gloadpb.Open{Dataset: "d", Seed: 11, Epoch: 1, Policy: tc.policy}
+			open := &gloadpb.Open{Dataset: "d", Seed: 11, Epoch: 1, Policy: tc.policy, Transport: tr.transport}
 			seen := map[uint64]int{}
 			// Segment 1: each rank reads k batches, its workers in turn.
 			state := runSegment(t, c, open, nil, tc.w1, tc.nw1, tc.k, seen)

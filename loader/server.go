@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/loader/shm"
 	"github.com/gload/gload/proto/gloadpb"
 )
 
@@ -35,6 +36,7 @@ type Server struct {
 	pool     *bufPool
 	metrics  *metrics
 	clients  *clientTable
+	watch    *watchState
 	grpc     *grpc.Server
 	started  time.Time
 	now      func() time.Time
@@ -117,8 +119,16 @@ func NewServer(cfg Config) (*Server, error) {
 		s.datasets[name] = d
 		s.metrics.streams.WithLabelValues(name).Set(0)
 	}
+	removed, err := shm.Sweep(cfg.ShmDir)
+	for _, p := range removed {
+		s.log.Info("stale ring removed", "path", p)
+	}
+	if err != nil {
+		s.log.Warn("stale rings not removed", "dir", cfg.ShmDir, "err", err)
+	}
 	s.grpc = grpc.NewServer(opts...)
 	gloadpb.RegisterLoaderServer(s.grpc, s)
+	s.watch = s.newWatch() // after every failure path: it may open NVML
 	s.started = s.now()
 	return s, nil
 }
@@ -201,6 +211,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(lis) }()
+	s.startWatch(ctx)
 	s.log.Info("serving", "addr", addrString(lis.Addr()), "datasets", s.names,
 		"max_prefetch", s.cfg.MaxPrefetch, "tls", s.cfg.TLSCertFile != "")
 	select {
@@ -249,7 +260,7 @@ func (s *Server) Close() error {
 
 func (s *Server) closeDatasets() error {
 	s.closeOnce.Do(func() {
-		var errs []error
+		errs := []error{s.closeWatch()}
 		for _, d := range s.datasets {
 			if err := d.ds.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close dataset %s: %w", d.name, err))

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gload/gload/bucket"
 	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/loader/shm"
 	"github.com/gload/gload/proto/gloadpb"
 )
 
@@ -56,47 +58,59 @@ func (s *Server) Batches(stream gloadpb.Loader_BatchesServer) error {
 }
 
 // credits tracks the batches sent and not yet acknowledged, and keeps the
-// queue-depth metrics in step with them.
+// queue-depth metrics in step with them. Over shared memory each credit is a
+// ring slot; over gRPC every credit is slot -1.
 type credits struct {
 	mu     sync.Mutex
-	out    map[uint64]struct{}
+	out    map[uint64]int32 // seq → slot
 	closed bool
-	free   chan struct{} // one token per batch the server may still send
+	slots  bool
+	free   chan int32 // one entry per batch the server may still send
 	depth  func(delta int)
 }
 
-func newCredits(n int, depth func(int)) *credits {
-	c := &credits{out: make(map[uint64]struct{}, n), free: make(chan struct{}, n), depth: depth}
-	for range n {
-		c.free <- struct{}{}
+// newCredits returns n credits: slots 0…n-1 when slots, else n times -1.
+func newCredits(n int, slots bool, depth func(int)) *credits {
+	c := &credits{out: make(map[uint64]int32, n), slots: slots, free: make(chan int32, n), depth: depth}
+	for i := range n {
+		if slots {
+			c.free <- int32(i)
+		} else {
+			c.free <- slotNone
+		}
 	}
 	return c
 }
 
-func (c *credits) sent(seq uint64) {
+func (c *credits) sent(seq uint64, slot int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.closed {
-		c.out[seq] = struct{}{}
+		c.out[seq] = slot
 		c.depth(1)
 	}
 }
 
-// ack returns seq's credit; false if seq is not outstanding (acks arriving
-// after close are ignored).
-func (c *credits) ack(seq uint64) bool {
+// ack returns seq's credit (and its slot). It fails if seq is not
+// outstanding or, over shared memory, names another slot than the batch's;
+// acks arriving after close are ignored.
+func (c *credits) ack(seq uint64, slot int32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return true
+		return nil
 	}
-	if _, ok := c.out[seq]; !ok {
-		return false
+	held, ok := c.out[seq]
+	if !ok {
+		return status.Errorf(codes.InvalidArgument, "ack: batch %d was not sent or is already acknowledged", seq)
+	}
+	if c.slots && slot != held {
+		return status.Errorf(codes.InvalidArgument, "ack: batch %d is in slot %d, the ack names slot %d", seq, held, slot)
 	}
 	delete(c.out, seq)
 	c.depth(-1)
-	c.free <- struct{}{} // never blocks: tokens + outstanding ≤ cap
-	return true
+	c.free <- held // never blocks: free + outstanding ≤ cap
+	return nil
 }
 
 // close forgets the outstanding batches (the stream is over).
@@ -138,7 +152,8 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		share: s.metrics.waitShare.WithLabelValues(c.ds.name, label),
 	}
 	st.client = s.clients.open(st.key)
-	cr := newCredits(prefetch, func(d int) {
+	useShm := c.open.Transport == gloadpb.Transport_TRANSPORT_SHM
+	cr := newCredits(prefetch, useShm, func(d int) {
 		st.queue.Add(float64(d))
 		st.client.queue.Add(int64(d))
 	})
@@ -159,6 +174,23 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		Prefetch:    uint32(prefetch),
 		WorldSize:   uint32(c.world),
 		NumWorkers:  uint32(c.workers),
+	}
+	var ring *shm.Ring
+	var layout shm.Layout
+	if useShm {
+		if ring, layout, err = s.createRing(c, prefetch); err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := ring.Close(); cerr != nil {
+				s.log.Warn("ring not removed", "consumer", c.describe(), "path", ring.Path(), "err", cerr)
+			}
+		}()
+		opened.ShmPath, opened.SlotBytes, opened.Slots = ring.Path(), uint64(layout.SlotBytes), uint32(ring.Slots())
+		opened.Layout = &gloadpb.SlotLayout{
+			InputIds: uint64(layout.InputIDs), Lengths: uint64(layout.Lengths), Index: uint64(layout.Index),
+			PositionIds: uint64(layout.PositionIDs), CuSeqlens: uint64(layout.CuSeqlens),
+		}
 	}
 	if err := stream.Send(&gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_Opened{Opened: opened}}); err != nil {
 		return err
@@ -188,8 +220,9 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	batches := s.metrics.batches.WithLabelValues(c.ds.name)
 	bytes := s.metrics.bytes.WithLabelValues(c.ds.name)
 	for i, g := range c.assigned {
+		var slot int32
 		select {
-		case <-cr.free:
+		case slot = <-cr.free:
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		case err := <-recvDone:
@@ -201,12 +234,12 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 			seq: uint64(i), global: uint64(g), rankStep: uint64(c.worker + i*c.workers),
 			packed: packed, padID: c.open.GetPolicy().GetPadId(), posStart: c.open.GetPolicy().GetPositionStart(),
 		}
-		wb, err := s.build(asm, c, g, h)
+		wb, err := s.build(asm, c, g, h, ring, slot, layout)
 		if err != nil {
 			return err
 		}
-		n := wb.len()
-		cr.sent(h.seq)
+		n := wb.len() + wb.inSlot
+		cr.sent(h.seq, slot)
 		if err := stream.SendMsg(wb); err != nil {
 			wb.release()
 			return err
@@ -248,8 +281,8 @@ func (s *Server) receive(stream gloadpb.Loader_BatchesServer, cr *credits, st *s
 		}
 		switch v := m.Msg.(type) {
 		case *gloadpb.ClientMessage_Ack:
-			if !cr.ack(v.Ack.GetSeq()) {
-				return status.Errorf(codes.InvalidArgument, "ack: batch %d was not sent or is already acknowledged", v.Ack.GetSeq())
+			if err := cr.ack(v.Ack.GetSeq(), v.Ack.GetSlot()); err != nil {
+				return err
 			}
 		case *gloadpb.ClientMessage_Report:
 			r := v.Report
@@ -271,9 +304,10 @@ func (s *Server) receive(stream gloadpb.Loader_BatchesServer, cr *credits, st *s
 	}
 }
 
-// build assembles global batch g with memory faults on the mapped shards
-// turned into errors (debug.SetPanicOnFault is on for the stream goroutine).
-func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader) (wb *wireBatch, err error) {
+// build assembles global batch g (into a slot of ring when ring is not nil)
+// with memory faults on the mapped shards turned into errors
+// (debug.SetPanicOnFault is on for the stream goroutine).
+func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader, ring *shm.Ring, slot int32, layout shm.Layout) (wb *wireBatch, err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -283,13 +317,22 @@ func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader) (wb *w
 		if _, isRT := r.(runtime.Error); !ok || !isRT {
 			panic(r)
 		}
+		if ring != nil && ring.Contains(fault.Addr()) {
+			s.log.Error("ring fault", "consumer", c.describe(), "path", ring.Path(), "addr", fault.Addr())
+			wb, err = nil, status.Errorf(codes.Internal, "transport: shm: memory fault at %#x writing ring %s", fault.Addr(), ring.Path())
+			return
+		}
 		reason := fmt.Sprintf("dataset %s: memory fault at %#x reading %s: a shard was truncated or rewritten under the server",
 			c.ds.name, fault.Addr(), c.ds.shardOf(asm.cur))
 		c.ds.markBroken(reason)
 		s.log.Error("data loss", "dataset", c.ds.name, "err", reason)
 		wb, err = nil, status.Errorf(codes.DataLoss, "%v: %s", ErrDataLoss, reason)
 	}()
-	wb, err = asm.assemble(c.plan.Batch(g), h)
+	if ring != nil {
+		wb, err = asm.assembleSlot(c.plan.Batch(g), h, slot, ring.Slot(int(slot)), layout)
+	} else {
+		wb, err = asm.assemble(c.plan.Batch(g), h)
+	}
 	if err != nil {
 		if errors.Is(err, dataset.ErrCorrupt) || errors.Is(err, dataset.ErrStaleIndex) || errors.Is(err, dataset.ErrClosed) {
 			c.ds.markBroken(fmt.Sprintf("dataset %s: %v", c.ds.name, err))
@@ -298,6 +341,49 @@ func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader) (wb *w
 		return nil, status.Errorf(codes.Internal, "dataset %s: batch %d: %v", c.ds.name, g, err)
 	}
 	return wb, nil
+}
+
+// createRing makes the shared-memory ring of a stream: slots = the granted
+// prefetch depth, each sized for the largest batch the consumer can get.
+func (s *Server) createRing(c *consumer, slots int) (*shm.Ring, shm.Layout, error) {
+	need := ringNeed(c)
+	layout, err := shm.NewLayout(need)
+	if err != nil {
+		return nil, shm.Layout{}, status.Errorf(codes.InvalidArgument, "transport: shm: %v", err)
+	}
+	ring, err := shm.Create(s.cfg.ShmDir, slots, layout.SlotBytes)
+	if err != nil {
+		code := codes.FailedPrecondition
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.ENOMEM) {
+			code = codes.ResourceExhausted
+		}
+		s.log.Warn("ring refused", "consumer", c.describe(), "dir", s.cfg.ShmDir, "slots", slots, "slot_bytes", layout.SlotBytes, "err", err)
+		return nil, shm.Layout{}, status.Errorf(code, "transport: shm: %v (use the grpc transport)", err)
+	}
+	return ring, layout, nil
+}
+
+// ringNeed returns the largest buffers of the consumer's batches: from the
+// plan's shapes, and for packed plans (whose piece count varies) from a scan
+// of the consumer's batches.
+func ringNeed(c *consumer) shm.Need {
+	var n shm.Need
+	for _, sh := range c.plan.Shapes() {
+		n.Cells = max(n.Cells, int64(sh.Rows)*int64(sh.Length))
+		n.Rows = max(n.Rows, int64(sh.Rows))
+	}
+	if c.cfg.Policy != bucket.Packed {
+		n.Pieces = n.Rows
+		return n
+	}
+	n.Positions = true
+	for _, g := range c.assigned {
+		b := c.plan.Batch(g)
+		n.Pieces = max(n.Pieces, int64(len(b.Pieces)))
+		// One entry to open, one per non-empty piece and one per padding tail.
+		n.CuLen = max(n.CuLen, 1+int64(len(b.Pieces))+int64(b.Rows))
+	}
+	return n
 }
 
 // shardOf names the shard holding row (for error messages).

@@ -75,6 +75,8 @@ type wireBatch struct {
 	pool *bufPool
 	// payload is the byte count of input_ids (for metrics).
 	payload int
+	// inSlot is the byte count written to a shared-memory slot (for metrics).
+	inSlot int
 }
 
 // errSpent means a wireBatch was marshalled twice.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gload/gload/loader"
+	"github.com/gload/gload/loader/gpuwatch"
 )
 
 type serveOptions struct {
@@ -29,6 +30,9 @@ type serveOptions struct {
 	maxBatchBytes   int64
 	maxClientLabels int
 	noWriteIndex    bool
+	watchInterval   time.Duration
+	watchWindow     time.Duration
+	noGPUWatch      bool
 }
 
 func newServeCmd(g *globalOptions) *cobra.Command {
@@ -64,6 +68,9 @@ metrics over HTTP (same address rules). SIGINT or SIGTERM stops accepting stream
 	f.Int64Var(&o.maxBatchBytes, "max-batch-bytes", loader.DefaultMaxBatchBytes, "largest encoded batch; larger shapes are refused")
 	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
 	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index in the dataset directory")
+	f.DurationVar(&o.watchInterval, "watch-interval", time.Second, "how often the GPU watch polls NVML")
+	f.DurationVar(&o.watchWindow, "watch-window", time.Minute, "sliding window of the GPU watch's statistics and verdict")
+	f.BoolVar(&o.noGPUWatch, "no-gpu-watch", false, "do not open NVML (the watch then reports client statistics and \"no GPU visible\")")
 	_ = cmd.MarkFlagRequired("dataset")
 	return cmd
 }
@@ -111,6 +118,8 @@ func (o *serveOptions) run(ctx context.Context) error {
 		TLSCertFile:     o.tlsCert,
 		TLSKeyFile:      o.tlsKey,
 		NoWriteIndex:    o.noWriteIndex,
+		WatchOptions:    gpuwatch.Options{Interval: o.watchInterval, Window: o.watchWindow},
+		NoGPUWatch:      o.noGPUWatch,
 		Version:         buildVersion(),
 		Logger:          log,
 	})

@@ -301,6 +301,15 @@ func decodeBatch(c *cursor, n int, pool *blockPool) (*Batch, error) {
 			b.CuLen = int(uint32(v))
 		}
 	}
+	if b.Slot >= 0 {
+		// Shared memory: the buffers are in a ring slot (see Stream.viewSlot).
+		for f := fInputIDs; f <= fCuSeqlens; f++ {
+			if sizes[f] != 0 {
+				return nil, fmt.Errorf("%w: batch %d names slot %d and carries field %d", ErrProtocol, b.Seq, b.Slot, f)
+			}
+		}
+		return b, c.skip(uint64(c.left))
+	}
 	if err := b.checkSizes(sizes[fInputIDs], sizes[fLengths], sizes[fIndex], sizes[fPositionIDs], sizes[fCuSeqlens]); err != nil {
 		return nil, err
 	}
@@ -374,6 +383,14 @@ func batchFromProto(pb *gloadpb.Batch, pool *blockPool) (*Batch, error) {
 		Pieces: int(pb.Pieces), Slot: pb.Slot, CuLen: int(pb.CuLen),
 	}
 	fields := [fCuLen + 1][]byte{fInputIDs: pb.InputIds, fLengths: pb.Lengths, fIndex: pb.Index, fPositionIDs: pb.PositionIds, fCuSeqlens: pb.CuSeqlens}
+	if b.Slot >= 0 {
+		for f := fInputIDs; f <= fCuSeqlens; f++ {
+			if len(fields[f]) != 0 {
+				return nil, fmt.Errorf("%w: batch %d names slot %d and carries field %d", ErrProtocol, b.Seq, b.Slot, f)
+			}
+		}
+		return b, nil
+	}
 	if err := b.checkSizes(len(pb.InputIds), len(pb.Lengths), len(pb.Index), len(pb.PositionIds), len(pb.CuSeqlens)); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gload/gload/loader/shm"
 	"github.com/gload/gload/proto/gloadpb"
 )
 
@@ -113,6 +114,8 @@ type Stream struct {
 	ctx    context.Context
 	opened *gloadpb.Opened
 	pool   *blockPool
+	// ring is the shared-memory ring (shm transport), mapped read-only.
+	ring *shm.Mapping
 
 	in         chan received
 	out        chan *gloadpb.ClientMessage
@@ -157,9 +160,16 @@ func (c *Client) Stream(ctx context.Context, open *gloadpb.Open, opts ...StreamO
 		cancel()
 		return nil, fmt.Errorf("%w: first message is not opened", ErrProtocol)
 	}
+	var ring *shm.Mapping
+	if opened.ShmPath != "" {
+		if ring, err = mapRing(opened); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
 	depth := int(max(opened.Prefetch, 1))
 	s := &Stream{
-		opts: o, cs: cs, cancel: cancel, ctx: sctx, opened: opened, pool: pool,
+		opts: o, cs: cs, cancel: cancel, ctx: sctx, opened: opened, pool: pool, ring: ring,
 		in:         make(chan received, depth+2),
 		out:        make(chan *gloadpb.ClientMessage, 2*depth+8),
 		senderDone: make(chan struct{}),
@@ -197,6 +207,9 @@ func (s *Stream) receive() {
 		case m.batch != nil:
 			m.batch.stream, m.batch.pool = s, s.pool
 			r.batch = m.batch
+			if m.batch.Slot >= 0 {
+				r.err = s.viewSlot(m.batch)
+			}
 		case m.other.GetEnd() != nil:
 			r.end = m.other.GetEnd()
 		default:
@@ -320,5 +333,59 @@ func (s *Stream) Close() error {
 	}
 	s.cancel()
 	s.wg.Wait()
+	if s.ring != nil {
+		return s.ring.Close()
+	}
 	return nil
+}
+
+// mapRing maps the ring an Opened names, checking its layout.
+func mapRing(o *gloadpb.Opened) (*shm.Mapping, error) {
+	if o.Slots == 0 || o.Slots < o.Prefetch || o.SlotBytes == 0 || o.SlotBytes > shm.MaxSlotBytes || o.Layout == nil {
+		return nil, fmt.Errorf("%w: opened: ring %s of %d slots of %d bytes (prefetch %d, layout %v)",
+			ErrProtocol, o.ShmPath, o.Slots, o.SlotBytes, o.Prefetch, o.Layout)
+	}
+	m, err := shm.Map(o.ShmPath, int(o.Slots), int64(o.SlotBytes))
+	if err != nil {
+		return nil, fmt.Errorf("shm transport (the client must run on the server's host, else use grpc): %w", err)
+	}
+	return m, nil
+}
+
+// viewSlot points b's buffers into its ring slot, checking that they fit.
+func (s *Stream) viewSlot(b *Batch) error {
+	if s.ring == nil {
+		return fmt.Errorf("%w: batch %d names slot %d on a stream without a ring", ErrProtocol, b.Seq, b.Slot)
+	}
+	mem := s.ring.Slot(int(b.Slot))
+	if mem == nil {
+		return fmt.Errorf("%w: batch %d names slot %d of %d", ErrProtocol, b.Seq, b.Slot, s.opened.Slots)
+	}
+	cells := uint64(b.Rows) * uint64(b.Length)
+	var pos uint64
+	if b.CuLen > 0 {
+		pos = 4 * cells // packed batches carry position_ids
+	}
+	l := s.opened.Layout
+	var err error
+	view := func(off, n uint64) []byte {
+		if err != nil {
+			return nil
+		}
+		if off > uint64(len(mem)) || n > uint64(len(mem))-off {
+			err = fmt.Errorf("%w: batch %d (%d×%d, %d pieces) does not fit slot %d of %d bytes",
+				ErrProtocol, b.Seq, b.Rows, b.Length, b.Pieces, b.Slot, len(mem))
+			return nil
+		}
+		return mem[off : off+n : off+n]
+	}
+	b.inputIDs = view(l.InputIds, 4*cells)
+	b.lengths = view(l.Lengths, 4*uint64(b.Rows))
+	b.index = view(l.Index, 8*uint64(b.Pieces))
+	b.positionIDs = view(l.PositionIds, pos)
+	b.cuSeqlens = view(l.CuSeqlens, 4*uint64(b.CuLen))
+	if err != nil {
+		b.inputIDs, b.lengths, b.index, b.positionIDs, b.cuSeqlens = nil, nil, nil, nil, nil
+	}
+	return err
 }

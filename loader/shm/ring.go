@@ -1,0 +1,252 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultDir is where rings are created unless told otherwise.
+const DefaultDir = "/dev/shm"
+
+// MaxRingBytes bounds one ring (slots × slot bytes).
+const MaxRingBytes = 1 << 40
+
+// Ring is a server's ring file: slots × slotBytes bytes, mapped read-write.
+// Its methods are safe for concurrent use, but writing a slot while Close
+// runs is the caller's bug.
+type Ring struct {
+	path      string
+	slots     int
+	slotBytes int64
+
+	mu  sync.Mutex
+	mem []byte // nil once closed
+}
+
+// Create makes a new ring file in dir (mode 0600, a unique gload- name
+// carrying this process's pid and start time), reserves its space (so that a
+// full tmpfs fails here rather than faulting later) and maps it read-write.
+func Create(dir string, slots int, slotBytes int64) (*Ring, error) {
+	if slots < 1 || slotBytes < 1 || slotBytes%SlotAlign != 0 || slotBytes > MaxSlotBytes || int64(slots) > MaxRingBytes/slotBytes {
+		return nil, fmt.Errorf("%w: create ring in %s: %d slots of %d bytes", ErrLayout, dir, slots, slotBytes)
+	}
+	size := int64(slots) * slotBytes
+	if size > int64(^uint(0)>>1) {
+		return nil, fmt.Errorf("%w: create ring in %s: %d bytes do not fit the address space", ErrLayout, dir, size)
+	}
+	name, err := ringName(os.Getpid(), selfStart())
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create ring %s: %w", path, err)
+	}
+	fail := func(err error) (*Ring, error) {
+		return nil, errors.Join(err, f.Close(), os.Remove(path))
+	}
+	// O_CREATE honours the umask, which can only take bits away; make the
+	// mode exactly 0600 all the same.
+	if err := f.Chmod(0o600); err != nil {
+		return fail(fmt.Errorf("chmod ring %s: %w", path, err))
+	}
+	if err := reserve(int(f.Fd()), size); err != nil {
+		return fail(fmt.Errorf("reserve %d bytes for ring %s: %w", size, path, err))
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail(fmt.Errorf("map ring %s: %w", path, err))
+	}
+	if err := f.Close(); err != nil {
+		return nil, errors.Join(fmt.Errorf("close ring %s: %w", path, err), unix.Munmap(mem), os.Remove(path))
+	}
+	return &Ring{path: path, slots: slots, slotBytes: slotBytes, mem: mem}, nil
+}
+
+// reserve allocates size bytes for the file: fallocate where the file system
+// supports it (tmpfs does), else a plain truncate.
+func reserve(fd int, size int64) error {
+	err := unix.Fallocate(fd, 0, 0, size)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		err = unix.Ftruncate(fd, size)
+	}
+	return err
+}
+
+// Path returns the ring file's path.
+func (r *Ring) Path() string { return r.path }
+
+// Slots returns the number of slots.
+func (r *Ring) Slots() int { return r.slots }
+
+// SlotBytes returns the size of one slot.
+func (r *Ring) SlotBytes() int64 { return r.slotBytes }
+
+// Slot returns slot i's memory (nil if i is out of range or the ring is
+// closed).
+func (r *Ring) Slot(i int) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slot(r.mem, i, r.slots, r.slotBytes)
+}
+
+func slot(mem []byte, i, slots int, slotBytes int64) []byte {
+	if mem == nil || i < 0 || i >= slots {
+		return nil
+	}
+	lo := int64(i) * slotBytes
+	return mem[lo : lo+slotBytes : lo+slotBytes]
+}
+
+// Contains reports whether addr lies inside the ring's mapping (to tell a
+// memory fault in the ring from one in a mapped dataset shard).
+func (r *Ring) Contains(addr uintptr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return contains(r.mem, addr)
+}
+
+func contains(mem []byte, addr uintptr) bool {
+	if len(mem) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	return addr >= lo && addr-lo < uintptr(len(mem))
+}
+
+// Close unmaps the ring and removes its file. It is idempotent; a file
+// already gone is not an error.
+func (r *Ring) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		return nil
+	}
+	var errs []error
+	if err := unix.Munmap(r.mem); err != nil {
+		errs = append(errs, fmt.Errorf("unmap ring %s: %w", r.path, err))
+	}
+	r.mem = nil
+	if err := os.Remove(r.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove ring %s: %w", r.path, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Mapping is a client's read-only view of a server's ring.
+type Mapping struct {
+	path      string
+	slots     int
+	slotBytes int64
+
+	mu  sync.Mutex
+	mem []byte
+}
+
+// Map maps the ring at path read-only, checking that it is a regular file
+// of exactly slots × slotBytes bytes.
+func Map(path string, slots int, slotBytes int64) (*Mapping, error) {
+	if slots < 1 || slotBytes < 1 || slotBytes > MaxSlotBytes || int64(slots) > MaxRingBytes/slotBytes {
+		return nil, fmt.Errorf("%w: map ring %s: %d slots of %d bytes", ErrRing, path, slots, slotBytes)
+	}
+	size := int64(slots) * slotBytes
+	if size > int64(^uint(0)>>1) {
+		return nil, fmt.Errorf("%w: map ring %s: %d bytes do not fit the address space", ErrRing, path, size)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open ring %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat ring %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != size {
+		return nil, fmt.Errorf("%w: %s: %s of %d bytes, want a regular file of %d×%d bytes",
+			ErrRing, path, fi.Mode().Type(), fi.Size(), slots, slotBytes)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map ring %s: %w", path, err)
+	}
+	return &Mapping{path: path, slots: slots, slotBytes: slotBytes, mem: mem}, nil
+}
+
+// Path returns the ring file's path.
+func (m *Mapping) Path() string { return m.path }
+
+// Slot returns slot i's memory, read-only (nil if i is out of range or the
+// mapping is closed). Writing to it faults.
+func (m *Mapping) Slot(i int) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slot(m.mem, i, m.slots, m.slotBytes)
+}
+
+// Close unmaps the ring; idempotent.
+func (m *Mapping) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(m.mem)
+	m.mem = nil
+	if err != nil {
+		return fmt.Errorf("unmap ring %s: %w", m.path, err)
+	}
+	return nil
+}
+
+// Sweep removes from dir the ring files of processes that are gone: files
+// named like rings, owned by the calling user, whose owner pid no longer
+// exists or now belongs to a process with another start time (pid reuse).
+// It returns the paths it removed. Files of live owners, of other users and
+// with other names are left alone. A missing dir is not an error.
+func Sweep(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sweep rings in %s: %w", dir, err)
+	}
+	uid := os.Geteuid()
+	var removed []string
+	var errs []error
+	for _, e := range ents {
+		pid, start, ok := ParseName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		fi, err := os.Lstat(path)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != uid {
+			continue
+		}
+		if alive(pid, start) {
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove stale ring %s: %w", path, err))
+			}
+			continue
+		}
+		removed = append(removed, path)
+	}
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""How fast does gload hand batches to a training loop? Prints one JSON document.
+
+For each transport (shm, grpc) and output (numpy; torch CPU; torch on CUDA when available):
+  - next() latency with a batch ready: a simulated step (``--step-us`` of sleep) runs between calls so the client's
+    reader thread has the next batch converted and queued; p50/p99/max of next() over ``--ready`` calls;
+  - throughput: next() in a tight loop for ``--batches`` batches of ``--rows``×``--length`` tokens: batches/s and
+    MB/s of input_ids.
+
+By default it writes a dataset of fixed-length rows (``gload tokenize`` on generated text, truncated to --length)
+and starts ``gload serve`` on a unix socket in a temporary directory (``--gload-bin``, default $GLOAD_BIN or
+bin/gload); ``--addr`` and ``--dataset`` use a running server instead.
+
+usage: next_latency.py [--addr unix:///run/gload.sock --dataset wiki] [--rows 16 --length 1024] [--batches 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+
+import gload  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def make_dataset(gload_bin: str, out: Path, rows: int, length: int) -> Path:
+    """rows documents of at least length tokens (truncated to length by the tokenizer run)."""
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "tokens", "batch", "epoch", "gload", "ring", "slot", "the", "of"]
+    corpus = out / "corpus.jsonl.gz"
+    docs = [json.dumps({"text": " ".join(rng.choice(words) for _ in range(length + 64))}) + "\n" for _ in range(64)]
+    with gzip.open(corpus, "wt") as f:
+        for i in range(rows):
+            f.write(docs[i % len(docs)])
+    ds = out / "ds"
+    subprocess.run([gload_bin, "tokenize", "--quiet", "--tokenizer", str(REPO / "examples/udhr/tokenizer.json"),
+                    "--max-length", str(length), "--min-length", str(length), "--out", str(ds), str(corpus)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return ds
+
+
+def start_server(gload_bin: str, ds: Path, sock: Path) -> subprocess.Popen:
+    addr = f"unix://{sock}"
+    p = subprocess.Popen([gload_bin, "serve", "--listen", addr, "--log-level", "warn", "--dataset", f"bench={ds}"])
+    deadline = time.monotonic() + 30
+    while not sock.exists():
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("gload serve did not start")
+        time.sleep(0.05)
+    return p
+
+
+def pct(xs, q):
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(len(s) * q))]
+
+
+class Batches:
+    """Endless batches over epochs."""
+
+    def __init__(self, loader: gload.Loader) -> None:
+        self.loader = loader
+        self.epoch = 0
+        self.it = iter(loader)
+
+    def next(self):
+        while True:
+            try:
+                return self.loader.next()
+            except StopIteration:
+                self.epoch += 1
+                self.loader.set_epoch(self.epoch)
+                self.it = iter(self.loader)
+
+
+def run(args, addr: str, dataset: str, transport: str, output: str) -> dict:
+    kw = dict(batch_size=args.rows, pad_multiple=args.length, max_length=args.length, prefetch=args.prefetch,
+              transport=transport, labels=False, warmup=True)
+    if output == "numpy":
+        kw["return_tensors"] = "np"
+    else:
+        kw["return_tensors"] = "pt"
+        if output == "cuda":
+            kw["device"] = "cuda"
+    loader = gload.Loader(addr, dataset, **kw)
+    src = Batches(loader)
+    sync = (lambda: torch.cuda.synchronize()) if output == "cuda" else (lambda: None)
+    shape = None
+    for _ in range(50):  # warm up: stream open, allocator, CUDA context
+        b = src.next()
+        shape = tuple(b["input_ids"].shape)
+    sync()
+    # Ready-batch latency: a step long enough for the reader thread to have the next batch queued.
+    lat = []
+    step = args.step_us / 1e6
+    for _ in range(args.ready):
+        time.sleep(step)
+        t0 = time.perf_counter()
+        src.next()
+        lat.append(time.perf_counter() - t0)
+    # Throughput.
+    t0 = time.perf_counter()
+    for _ in range(args.batches):
+        b = src.next()
+    sync()
+    el = time.perf_counter() - t0
+    loader.close()
+    mb = args.batches * args.rows * args.length * 4 / 1e6
+    return {
+        "transport": transport, "output": output, "shape": shape, "prefetch": args.prefetch,
+        "ready_next_p50_us": round(1e6 * pct(lat, 0.5), 1), "ready_next_p99_us": round(1e6 * pct(lat, 0.99), 1),
+        "ready_next_max_us": round(1e6 * max(lat), 1), "ready_calls": len(lat),
+        "batches_per_s": round(args.batches / el, 1), "input_ids_MB_per_s": round(mb / el, 1),
+        "batches": args.batches, "epochs_crossed": src.epoch,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--addr", help="a running server (default: start one)")
+    p.add_argument("--dataset", default="bench")
+    p.add_argument("--gload-bin", default=os.environ.get("GLOAD_BIN", str(REPO / "bin" / "gload")))
+    p.add_argument("--rows", type=int, default=16)
+    p.add_argument("--length", type=int, default=1024)
+    p.add_argument("--dataset-rows", type=int, default=4096)
+    p.add_argument("--batches", type=int, default=20000)
+    p.add_argument("--ready", type=int, default=2000)
+    p.add_argument("--step-us", type=float, default=1000.0, help="simulated step between ready calls (µs)")
+    p.add_argument("--prefetch", type=int, default=8)
+    p.add_argument("--transports", default="shm,grpc")
+    p.add_argument("--outputs", default="auto", help="numpy,torch,cuda (auto: those available)")
+    args = p.parse_args()
+
+    outputs = args.outputs.split(",")
+    if args.outputs == "auto":
+        outputs = ["numpy"]
+        if torch is not None:
+            outputs.append("torch")
+            if torch.cuda.is_available():
+                outputs.append("cuda")
+    tmp = Path(tempfile.mkdtemp(prefix="gload-bench-"))
+    server = None
+    try:
+        addr = args.addr
+        if addr is None:
+            ds = make_dataset(args.gload_bin, tmp, args.dataset_rows, args.length)
+            server = start_server(args.gload_bin, ds, tmp / "s.sock")
+            addr = f"unix://{tmp / 's.sock'}"
+        results = [run(args, addr, args.dataset, t, o) for t in args.transports.split(",") for o in outputs]
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    info = {
+        "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+        "numpy": __import__("numpy").__version__, "grpcio": __import__("grpc").__version__,
+        "protobuf": __import__("google.protobuf", fromlist=["__version__"]).__version__,
+        "torch": None if torch is None else torch.__version__,
+        "gpu": torch.cuda.get_device_name(0) if torch is not None and torch.cuda.is_available() else None,
+    }
+    print(json.dumps({"info": info, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

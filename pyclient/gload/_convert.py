@@ -1,0 +1,293 @@
+"""Turning one wire batch into the dict a training loop gets: numpy arrays, torch CPU tensors, or torch tensors on a
+CUDA device copied with non-blocking DMA on a side stream.
+
+Every array or tensor handed out is owned by the caller and writable: the data is copied once, out of the gRPC
+message or the shared-memory slot, so the slot can be returned to the server as soon as the copy is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+
+from ._proto import gload_pb2 as pb
+from ._ring import Ring
+from .errors import ProtocolError
+
+log = logging.getLogger("gload")
+
+IGNORE_INDEX = -100  # labels of padding (and of packed documents' first tokens): ignored by the loss
+
+# The buffers of a batch: (wire field, element dtype).
+_FIELDS = (("input_ids", "<i4"), ("lengths", "<i4"), ("index", "<i8"), ("position_ids", "<i4"), ("cu_seqlens", "<i4"))
+
+
+def _counts(b: "pb.Batch") -> Dict[str, int]:
+    """Element counts of each buffer of b, from its shape."""
+    cells = b.rows * b.length
+    packed = b.cu_len > 0
+    return {
+        "input_ids": cells,
+        "lengths": b.rows,
+        "index": b.pieces,
+        "position_ids": cells if packed else 0,
+        "cu_seqlens": b.cu_len,
+    }
+
+
+def _check_bytes(b: "pb.Batch", counts: Dict[str, int]) -> None:
+    for name, dt in _FIELDS:
+        got = len(getattr(b, name))
+        want = counts[name] * np.dtype(dt).itemsize
+        if got != want:
+            raise ProtocolError(f"batch {b.seq}: {name} has {got} bytes, want {want} for {b.rows}×{b.length}")
+
+
+class Converter:
+    """Converts wire batches of one stream. ``convert`` runs on the stream's reader thread; ``hand_out`` on the
+    thread that iterates."""
+
+    def __init__(
+        self,
+        *,
+        tensors: str,
+        device: Any,
+        dtype: Any,
+        labels: bool,
+        position_start: int,
+        keys: Optional[Sequence[str]],
+        ring: Optional[Ring],
+        layout: Optional["pb.SlotLayout"],
+    ) -> None:
+        self.tensors = tensors
+        self.labels = labels
+        self.position_start = position_start
+        self.keys = None if keys is None else tuple(keys)
+        self.ring = ring
+        self.layout = layout
+        self.device = device
+        self.cuda = False
+        self._np_dtype = np.dtype(dtype) if tensors == "np" else None
+        self._torch_dtype = dtype if tensors == "pt" else None
+        self._np_aranges: Dict[int, np.ndarray] = {}
+        if tensors == "pt":
+            import torch
+
+            self._np_dtype = np.dtype({torch.int32: np.int32, torch.int64: np.int64}[dtype])
+            if device is not None and torch.device(device).type == "cuda":
+                self.cuda = True
+                self.device = torch.device(device)
+                if self.device.index is None:
+                    self.device = torch.device("cuda", torch.cuda.current_device())
+                self._stream = torch.cuda.Stream(device=self.device)
+                self._thread: Optional[int] = None
+                self._slots: Dict[int, Any] = {}  # torch views of ring slots
+                self._pending_events: Dict[int, Any] = {}  # id(batch dict) -> its event, until handed out
+                self._aranges: Dict[int, Any] = {}
+                self._staging: Any = None  # pinned host buffer for gRPC batches
+                if ring is not None:
+                    ring.register_cuda()
+            elif device is not None:
+                self.device = torch.device(device)
+
+    # -- sources ---------------------------------------------------------------------------------------------------
+
+    def _np_sources(self, b: "pb.Batch") -> Dict[str, np.ndarray]:
+        """numpy views of b's buffers (in the message or the slot): valid until the batch is acknowledged."""
+        counts = _counts(b)
+        out = {}
+        if b.slot >= 0:
+            if self.ring is None or self.layout is None:
+                raise ProtocolError(f"batch {b.seq} names slot {b.slot} on a stream without a ring")
+            for name, dt in _FIELDS:
+                out[name] = self.ring.view(b.slot, getattr(self.layout, name), dt, counts[name])
+        else:
+            _check_bytes(b, counts)
+            for name, dt in _FIELDS:
+                out[name] = np.frombuffer(getattr(b, name), dtype=dt)
+        return out
+
+    # -- conversion ------------------------------------------------------------------------------------------------
+
+    def convert(self, b: "pb.Batch") -> Dict[str, Any]:
+        """Copies batch b out of its message or slot and builds the user's dict. When this returns, the batch's
+        slot may be reused by the server."""
+        if b.rows == 0 or b.length == 0:
+            raise ProtocolError(f"batch {b.seq}: empty shape {b.rows}×{b.length}")
+        if self.cuda:
+            return self._convert_cuda(b)
+        src = self._np_sources(b)
+        rows, length = b.rows, b.length
+        ids = src["input_ids"].reshape(rows, length).astype(self._np_dtype)  # the one copy
+        lengths = src["lengths"].astype(np.int32)
+        out: Dict[str, Any] = {"input_ids": ids}
+        ar = self._np_aranges.get(length)
+        if ar is None:
+            ar = self._np_aranges[length] = np.arange(length, dtype=np.int32)[None, :]
+        mask = ar < lengths[:, None]
+        out["attention_mask"] = mask.astype(self._np_dtype)
+        packed = b.cu_len > 0
+        pos = None
+        if packed:
+            pos = src["position_ids"].reshape(rows, length).astype(self._np_dtype)
+        if self.labels:
+            labels = np.where(mask, ids, IGNORE_INDEX).astype(self._np_dtype)
+            if pos is not None:
+                labels[pos == self.position_start] = IGNORE_INDEX
+            out["labels"] = labels
+        out["index"] = src["index"].astype(np.int64)
+        out["lengths"] = lengths
+        if pos is not None:
+            out["position_ids"] = pos
+            out["cu_seqlens"] = src["cu_seqlens"].astype(np.int32)
+        if self.tensors == "pt":
+            import torch
+
+            out = {k: torch.from_numpy(v) for k, v in out.items()}
+            if self.device is not None and self.device.type != "cpu":
+                out = {k: v.to(self.device) for k, v in out.items()}
+        return self._select(out)
+
+    def _convert_cuda(self, b: "pb.Batch") -> Dict[str, Any]:
+        import torch
+
+        if self._thread != threading.get_ident():
+            # The reader thread's current device and stream, set once: no context managers per batch.
+            torch.cuda.set_device(self.device)
+            torch.cuda.set_stream(self._stream)
+            self._thread = threading.get_ident()
+        counts = _counts(b)
+        if b.slot >= 0:
+            if self.ring is None or self.layout is None:
+                raise ProtocolError(f"batch {b.seq} names slot {b.slot} on a stream without a ring")
+            offs = {name: getattr(self.layout, name) for name, _ in _FIELDS}
+            for name, dt in _FIELDS:  # bounds checks
+                self.ring._span(b.slot, offs[name], counts[name] * np.dtype(dt).itemsize)
+            src = self._slot_tensor(b.slot)
+        else:
+            src, offs = self._stage(b, counts)
+        try:
+            return self._copy_cuda(b, src, offs, counts)
+        except RuntimeError as e:
+            if self.ring is None or not self.ring.pinned:
+                raise
+            # A ring the driver registered but cannot DMA from: go on without page-locking it.
+            log.warning("gload: copy from registered ring %s failed (%s); unregistering it", self.ring.path, e)
+            self.ring.unregister_cuda()
+            self._slots.clear()
+            return self._copy_cuda(b, self._slot_tensor(b.slot), offs, counts)
+
+    def _slot_tensor(self, slot: int) -> Any:
+        """A uint8 torch tensor over one ring slot (made once per slot)."""
+        t = self._slots.get(slot)
+        if t is None:
+            import torch
+
+            assert self.ring is not None
+            t = self.ring.torch_view(slot, 0, torch.uint8, self.ring.slot_bytes)
+            self._slots[slot] = t
+        return t
+
+    def _copy_cuda(self, b: "pb.Batch", src: Any, offs: Dict[str, int], counts: Dict[str, int]) -> Dict[str, Any]:
+        """One host-to-device copy of the used part of the slot (or staging buffer), then views and the derived
+        tensors computed on the device, all on the side stream. Returns when the copy is done (the slot may be
+        reused); the derived tensors are ready once the batch's event has fired (hand_out orders the caller's
+        stream after it)."""
+        import torch
+
+        rows, length = b.rows, b.length
+        end = 0
+        for name, dt in _FIELDS:
+            if counts[name]:
+                end = max(end, offs[name] + counts[name] * (8 if dt == "<i8" else 4))
+        gpu = src[:end].to(self.device, non_blocking=True)
+        copied = torch.cuda.Event()
+        copied.record()
+
+        def field(name: str, dtype: Any) -> Any:
+            n = counts[name] * (8 if dtype == torch.int64 else 4)
+            return gpu[offs[name]:offs[name] + n].view(dtype)
+
+        ids32 = field("input_ids", torch.int32).view(rows, length)
+        lengths = field("lengths", torch.int32)
+        ids = ids32 if self._torch_dtype == torch.int32 else ids32.to(self._torch_dtype)
+        mask = self._arange(length) < lengths[:, None]
+        out: Dict[str, Any] = {"input_ids": ids, "attention_mask": mask.to(self._torch_dtype)}
+        pos = None
+        if b.cu_len > 0:
+            pos = field("position_ids", torch.int32).view(rows, length)
+            if self._torch_dtype != torch.int32:
+                pos = pos.to(self._torch_dtype)
+        if self.labels:
+            labels = ids.masked_fill(~mask, IGNORE_INDEX) if ids is not ids32 else ids32.masked_fill(~mask, IGNORE_INDEX)
+            if pos is not None:
+                labels.masked_fill_(pos == self.position_start, IGNORE_INDEX)
+            out["labels"] = labels
+        out["index"] = field("index", torch.int64)
+        out["lengths"] = lengths
+        if pos is not None:
+            out["position_ids"] = pos
+            out["cu_seqlens"] = field("cu_seqlens", torch.int32)
+        done = torch.cuda.Event()
+        done.record()
+        out = self._select(out)
+        self._pending_events[id(out)] = done
+        copied.synchronize()  # the slot (or staging buffer) may be reused from here on
+        return out
+
+    def _stage(self, b: "pb.Batch", counts: Dict[str, int]) -> "tuple[Any, Dict[str, int]]":
+        """Copies a gRPC batch's buffers into the stream's pinned staging buffer (grown as needed; reused: the
+        previous batch's copy to the device has finished) and returns it with the offset of each buffer."""
+        import torch
+
+        _check_bytes(b, counts)
+        offs, total = {}, 0
+        for name, _ in _FIELDS:
+            offs[name] = total
+            total += (len(getattr(b, name)) + 63) // 64 * 64
+        if self._staging is None or self._staging.numel() < total:
+            self._staging = torch.empty(max(total, 1 << 16), dtype=torch.uint8, pin_memory=True)
+            self._staging_np = self._staging.numpy()
+        for name, _ in _FIELDS:
+            data = getattr(b, name)
+            if data:
+                self._staging_np[offs[name]:offs[name] + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        return self._staging, offs
+
+    def _arange(self, n: int) -> Any:
+        import torch
+
+        a = self._aranges.get(n)
+        if a is None:
+            a = torch.arange(n, device=self.device, dtype=torch.int32)
+            self._aranges[n] = a
+        return a
+
+    def _select(self, out: Dict[str, Any]) -> Dict[str, Any]:
+        if self.keys is None:
+            return out
+        return {k: out[k] for k in self.keys if k in out}
+
+    def hand_out(self, batch: Dict[str, Any]) -> None:
+        """Called on the iterating thread before a CUDA batch is returned: the caller's current stream waits for
+        the batch's tensors (made on the side stream; no host wait), and the caching allocator learns that they
+        are used on it."""
+        if self.cuda:
+            import torch
+
+            cur = torch.cuda.current_stream(self.device)
+            done = self._pending_events.pop(id(batch), None)
+            if done is not None:
+                cur.wait_event(done)
+            for v in batch.values():
+                v.record_stream(cur)
+
+    def close(self) -> None:
+        self._staging = None
+        self._staging_np = None
+        if self.cuda:
+            self._slots.clear()
+            self._pending_events.clear()

@@ -1,0 +1,161 @@
+"""The client side of the shared-memory transport: a server's ring file mapped read-only, with numpy (and torch)
+views of its slots, optionally registered with CUDA so that host-to-device copies from it are DMA from pinned memory.
+
+Lifetimes: views of a slot are only valid until the slot is acknowledged (the server then writes the next batch into
+it), and the mapping cannot be closed while any view is alive (``mmap.close`` raises ``BufferError``), so the client
+copies out of a slot before handing a batch to the user and :meth:`Ring.close` drops its own views first.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import warnings
+from typing import Any, Optional
+
+import numpy as np
+
+from .errors import ProtocolError
+
+log = logging.getLogger("gload")
+
+# cudaHostRegister flags (cuda_runtime_api.h).
+_CUDA_HOST_REGISTER_DEFAULT = 0
+_CUDA_HOST_REGISTER_READ_ONLY = 8
+
+
+class Ring:
+    """A read-only mapping of a server's ring of ``slots`` slots of ``slot_bytes`` bytes each."""
+
+    def __init__(self, path: str, slots: int, slot_bytes: int) -> None:
+        if slots < 1 or slot_bytes < 1:
+            raise ProtocolError(f"opened: ring {path} of {slots} slots of {slot_bytes} bytes")
+        self.path = path
+        self.slots = slots
+        self.slot_bytes = slot_bytes
+        size = slots * slot_bytes
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if st.st_size != size:
+                raise ProtocolError(f"ring {path} has {st.st_size} bytes, the server announced {slots}×{slot_bytes}")
+            self._mm: Optional[mmap.mmap] = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        self._bytes: Optional[np.ndarray] = np.frombuffer(self._mm, dtype=np.uint8)
+        self._torch: Any = None  # torch.uint8 tensor over the whole ring, made on demand
+        self._registered = False
+        self.pinned = False
+
+    @property
+    def address(self) -> int:
+        """The mapping's start address."""
+        assert self._bytes is not None
+        return int(self._bytes.ctypes.data)
+
+    def view(self, slot: int, offset: int, dtype: Any, count: int) -> np.ndarray:
+        """A numpy view of ``count`` elements of ``dtype`` at byte ``offset`` of ``slot``: valid until the slot is
+        acknowledged and never after :meth:`close`."""
+        dt = np.dtype(dtype).newbyteorder("<")
+        start, end = self._span(slot, offset, count * dt.itemsize)
+        assert self._bytes is not None
+        return self._bytes[start:end].view(dt)
+
+    def torch_view(self, slot: int, offset: int, dtype: Any, count: int) -> Any:
+        """Like :meth:`view`, as a torch tensor (of ``torch`` dtype ``dtype``) over the mapping: no copy."""
+        import torch
+
+        if self._torch is None:
+            with warnings.catch_warnings():
+                # The mapping is read-only; torch warns about that once. The client never writes through it.
+                warnings.simplefilter("ignore")
+                self._torch = torch.from_numpy(self._bytes)
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        start, end = self._span(slot, offset, count * itemsize)
+        return self._torch[start:end].view(dtype)
+
+    def _span(self, slot: int, offset: int, nbytes: int) -> "tuple[int, int]":
+        if not 0 <= slot < self.slots or offset < 0 or nbytes < 0 or offset + nbytes > self.slot_bytes:
+            raise ProtocolError(
+                f"ring {self.path}: {nbytes} bytes at offset {offset} of slot {slot} do not fit "
+                f"{self.slots} slots of {self.slot_bytes} bytes"
+            )
+        if self._bytes is None:
+            raise ProtocolError(f"ring {self.path} is closed")
+        start = slot * self.slot_bytes + offset
+        return start, start + nbytes
+
+    def register_cuda(self) -> bool:
+        """Page-locks the mapping for CUDA (cudaHostRegister), once, so that copies from it are DMA at full
+        bandwidth. Returns whether it worked; without it copies still work, staged by the driver.
+
+        The mapping is read-only, so it is registered with cudaHostRegisterReadOnly first (a plain registration
+        of read-only pages fails). A failed attempt leaves an error in the CUDA runtime's last-error slot, which
+        the next CUDA call would report as its own: it is cleared."""
+        if self._registered:
+            return self.pinned
+        import torch
+
+        self._registered = True
+        cudart = torch.cuda.cudart()
+        size = self.slots * self.slot_bytes
+        errors = []
+        for flags in (_CUDA_HOST_REGISTER_READ_ONLY, _CUDA_HOST_REGISTER_DEFAULT):
+            err = cudart.cudaHostRegister(self.address, size, flags)
+            if int(getattr(err, "value", err)) == 0:
+                self.pinned = True
+                break
+            errors.append(f"flags {flags}: {err}")
+        if errors:
+            _clear_cuda_error(cudart)
+        if not self.pinned:
+            log.warning("gload: cudaHostRegister of ring %s (%d bytes) failed (%s); copies from it will be staged "
+                        "by the driver", self.path, size, "; ".join(errors))
+        return self.pinned
+
+    def unregister_cuda(self) -> None:
+        """Undoes register_cuda (for a fallback after a failed copy)."""
+        if self.pinned:
+            import torch
+
+            torch.cuda.cudart().cudaHostUnregister(self.address)
+            self.pinned = False
+
+    def close(self) -> None:
+        """Unregisters the ring from CUDA and unmaps it. Views handed out earlier must be gone; if some are still
+        alive the mapping is left to the garbage collector (the server removes the file in any case)."""
+        if self._mm is None:
+            return
+        self.unregister_cuda()
+        self._torch = None
+        self._bytes = None
+        mm, self._mm = self._mm, None
+        try:
+            mm.close()
+        except BufferError:
+            log.debug("gload: ring %s still has views; unmapped when they are gone", self.path)
+
+
+def _clear_cuda_error(cudart: Any) -> None:
+    """Resets the CUDA runtime's last error (cudaGetLastError) after a failed call made outside torch."""
+    get = getattr(cudart, "cudaGetLastError", None)
+    if get is not None:
+        get()
+        return
+    try:
+        import ctypes
+
+        import torch
+
+        # The runtime torch loaded: its cudaGetLastError clears the thread's last error.
+        for name in ("libcudart.so", *(f"libcudart.so.{v}" for v in (13, 12, 11))):
+            try:
+                lib = ctypes.CDLL(name, mode=ctypes.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+            except OSError:
+                continue
+            lib.cudaGetLastError()
+            return
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - best effort
+        pass

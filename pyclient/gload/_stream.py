@@ -1,0 +1,187 @@
+"""One consumer's batch stream: the bidirectional Batches call, a reader thread that converts batches as they arrive
+(so that a ready batch costs the training loop only a queue get), and the client's acks and step reports."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, Optional, Union
+
+import grpc
+
+from ._convert import Converter
+from ._proto import gload_pb2 as pb
+from ._ring import Ring
+from .errors import ProtocolError, ServerUnavailable, translate
+
+# Items the reader thread queues besides converted batches.
+_END = object()
+
+
+class _Failure:
+    """The stream failed: ``err`` is the client's exception, ``retry`` says whether reconnecting may help."""
+
+    def __init__(self, err: BaseException, retry: bool) -> None:
+        self.err = err
+        self.retry = retry
+
+
+class Ready:
+    """A converted batch waiting to be handed out, with what its ack needs."""
+
+    __slots__ = ("data", "seq", "slot", "rank_step", "global_index", "shape")
+
+    def __init__(self, data: Dict[str, Any], b: "pb.Batch") -> None:
+        self.data = data
+        self.seq = b.seq
+        self.slot = b.slot
+        self.rank_step = b.rank_step
+        self.global_index = b.global_index
+        self.shape = (b.rows, b.length)
+
+
+Item = Union[Ready, _Failure, object]
+
+_RETRYABLE = {grpc.StatusCode.UNAVAILABLE}
+
+
+class Stream:
+    """An open Batches stream. ``get`` returns the next Ready batch, raises on failure, and returns None at the end.
+    Everything but ``get``/``ack``/``report``/``close`` runs on the reader thread."""
+
+    def __init__(
+        self,
+        method: Callable[..., Any],
+        open_msg: "pb.Open",
+        addr: str,
+        open_timeout: Optional[float],
+        make_converter: Callable[[Optional[Ring], Optional["pb.SlotLayout"]], Converter],
+    ) -> None:
+        self.addr = addr
+        self.opened: Optional["pb.Opened"] = None
+        self.ring: Optional[Ring] = None
+        self.converter: Optional[Converter] = None
+        self._make_converter = make_converter
+        self._out: "queue.SimpleQueue[Any]" = queue.SimpleQueue()  # messages or ("ack"|"report", ...) tuples
+        self._in: "queue.SimpleQueue[Item]" = queue.SimpleQueue()
+        self._opened_event = threading.Event()
+        self._closed = False
+        self._out.put(pb.ClientMessage(open=open_msg))
+        self._call = method(self._requests())
+        self._reader = threading.Thread(target=self._read, name="gload-reader", daemon=True)
+        self._reader.start()
+        if not self._opened_event.wait(open_timeout):
+            self.close()
+            raise ServerUnavailable(f"gload server {addr}: no answer to open within {open_timeout} s")
+        if self.opened is None:
+            item = self._in.get()
+            self.close()
+            assert isinstance(item, _Failure)
+            raise item.err
+
+    def _requests(self) -> Iterator["pb.ClientMessage"]:
+        # Runs on gRPC's sending thread: messages are built here, off the iterating thread.
+        while True:
+            m = self._out.get()
+            if m is None:
+                return
+            if isinstance(m, tuple):
+                if m[0] == "ack":
+                    m = pb.ClientMessage(ack=pb.Ack(seq=m[1], slot=m[2]))
+                else:
+                    _, seq, wait_s, step_s, now = m
+                    m = pb.ClientMessage(report=pb.StepReport(
+                        seq=seq, wait_us=int(wait_s * 1e6), step_us=int(step_s * 1e6),
+                        client_time_unix_us=int(now * 1e6)))
+            yield m
+
+    def _read(self) -> None:
+        try:
+            for msg in self._call:
+                kind = msg.WhichOneof("msg")
+                if kind == "batch":
+                    if self.converter is None:
+                        raise ProtocolError("batch before opened")
+                    data = self.converter.convert(msg.batch)
+                    self._in.put(Ready(data, msg.batch))
+                elif kind == "opened":
+                    if self.opened is not None:
+                        raise ProtocolError("opened sent twice")
+                    self._on_opened(msg.opened)
+                elif kind == "end":
+                    self._out.put(None)  # close our side: the call then ends with OK
+                    self._in.put(_END)
+                    return
+                else:
+                    raise ProtocolError(f"unexpected server message {kind!r}")
+            raise ProtocolError("stream ended without its end message")
+        except grpc.RpcError as e:
+            if self._closed and e.code() == grpc.StatusCode.CANCELLED:
+                return
+            self._fail(translate(e, self.addr, "batches"), e.code() in _RETRYABLE)
+        except Exception as e:  # noqa: BLE001 - every failure reaches the iterating thread
+            self._fail(e, False)
+
+    def _on_opened(self, o: "pb.Opened") -> None:
+        if o.shm_path:
+            try:
+                self.ring = Ring(o.shm_path, o.slots, o.slot_bytes)
+            except FileNotFoundError as e:
+                raise ProtocolError(
+                    f"shm transport: ring {o.shm_path} announced by {self.addr} cannot be opened ({e}): the client "
+                    "must run on the server's host; use transport='grpc' otherwise") from e
+            except PermissionError as e:
+                raise ProtocolError(
+                    f"shm transport: ring {o.shm_path} announced by {self.addr} is not readable ({e}): run the client "
+                    "as the server's user, or use transport='grpc'") from e
+        self.converter = self._make_converter(self.ring, o.layout if o.shm_path else None)
+        self.opened = o
+        self._opened_event.set()
+
+    def _fail(self, err: BaseException, retry: bool) -> None:
+        self._out.put(None)
+        self._in.put(_Failure(err, retry))
+        self._opened_event.set()
+
+    def get(self, timeout: Optional[float]) -> Optional[Ready]:
+        """The next batch; None at the end of the stream. Raises queue.Empty on timeout and _Failure's error
+        (with ``gload_retry`` set on it) when the stream failed."""
+        item = self._in.get(timeout=timeout) if timeout is not None else self._in.get()
+        if isinstance(item, Ready):
+            return item
+        if item is _END:
+            self._in.put(_END)  # sticky
+            return None
+        assert isinstance(item, _Failure)
+        self._in.put(item)  # sticky
+        item.err.gload_retry = item.retry  # type: ignore[attr-defined]
+        raise item.err
+
+    def ack(self, r: Ready) -> None:
+        """Hands r's credit (and slot) back to the server."""
+        self._out.put(("ack", r.seq, r.slot))
+
+    def report(self, seq: int, wait_s: float, step_s: float) -> None:
+        """Tells the server how long the loop waited for batch seq and how long its last step took (seconds)."""
+        self._out.put(("report", seq, wait_s, step_s, time.time()))
+
+    def close(self) -> None:
+        """Ends the stream (the server then frees its ring) and releases the local mapping."""
+        if self._closed:
+            return
+        self._closed = True
+        self._out.put(None)
+        self._call.cancel()
+        if self._reader is not threading.current_thread():
+            self._reader.join(timeout=10)
+        # Drop queued batches before closing the mapping they may still reference (they hold copies, but be sure).
+        while True:
+            try:
+                self._in.get_nowait()
+            except queue.Empty:
+                break
+        if self.converter is not None:
+            self.converter.close()
+        if self.ring is not None:
+            self.ring.close()

@@ -1,0 +1,135 @@
+"""torch integration: tensors, IterableDataset inside DataLoader workers, torch.distributed ranks, CUDA copies.
+Skipped where torch is not importable."""
+
+from __future__ import annotations
+
+import collections
+import os
+from typing import List
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if os.environ.get("GLOAD_NO_TORCH"):
+    pytest.skip("GLOAD_NO_TORCH is set", allow_module_level=True)
+
+import gload  # noqa: E402
+from conftest import TRANSPORTS, rows_of  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+
+
+def make(server, transport, **kw):
+    kw.setdefault("connect_timeout", 5.0)
+    return gload.Loader(server.addr, kw.pop("dataset", "small"), transport=transport, **kw)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_tensors(server, transport):
+    with make(server, transport, batch_size=4) as l:
+        assert isinstance(l, torch.utils.data.IterableDataset)
+        b = next(iter(l))
+    assert b["input_ids"].dtype == torch.long and b["attention_mask"].dtype == torch.long
+    assert b["labels"].dtype == torch.long and b["index"].dtype == torch.int64 and b["lengths"].dtype == torch.int32
+    mask = torch.arange(b["input_ids"].shape[1])[None, :] < b["lengths"][:, None].long()
+    assert torch.equal(b["attention_mask"].bool(), mask)
+    assert torch.equal(b["labels"], b["input_ids"].masked_fill(~mask, -100))
+    b["input_ids"][0, 0] = 7  # the caller owns the tensors
+
+
+def test_dtype_int32(server):
+    with make(server, "shm", batch_size=4, dtype=torch.int32, policy="packed", seq_len=128) as l:
+        b = next(iter(l))
+    assert b["input_ids"].dtype == torch.int32 and b["position_ids"].dtype == torch.int32
+    assert b["cu_seqlens"].dtype == torch.int32
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_dataloader_workers_exactly_once(server, datasets, transport):
+    """2 ranks × DataLoader(num_workers=2): the loader shards itself by worker; every row once, and the rank's
+    batches come in plan order."""
+    world = 2
+    counts = collections.Counter()
+    lens = []
+    for rank in range(world):
+        ds = make(server, transport, batch_size=4, rank=rank, world_size=world)
+        dl = DataLoader(ds, batch_size=None, num_workers=2)
+        bs = list(dl)
+        lens.append(len(bs))
+        assert len(bs) == len(ds) == len(dl)
+        counts.update(rows_of(bs))
+        # Plan order: the same as one consumer without workers.
+        with make(server, transport, batch_size=4, rank=rank, world_size=world) as single:
+            assert rows_of(bs) == rows_of(single)
+        ds.close()
+    assert lens[0] == lens[1]
+    assert max(counts.values()) == 1
+    assert datasets.rows["small"] - len(counts) <= 4
+
+
+def test_dataloader_state_in_main_process(server, datasets):
+    """With workers, the main process resumes from the number of batches it took: state_dict(batches=n)."""
+    ds = make(server, "shm", batch_size=4)
+    dl = DataLoader(ds, batch_size=None, num_workers=2)
+    it = iter(dl)
+    first = [next(it) for _ in range(9)]
+    state = ds.state_dict(batches=9)
+    del it
+    ds2 = make(server, "shm", batch_size=4)
+    ds2.load_state_dict(state)
+    rest = list(DataLoader(ds2, batch_size=None, num_workers=1))
+    assert sorted(rows_of(first + rest)) == list(range(datasets.rows["small"]))
+    ds.close()
+    ds2.close()
+
+
+def test_dataloader_after_parent_used_grpc(server):
+    """The parent talked to the server before forking workers (len(), shapes()): workers make their own channel."""
+    ds = make(server, "grpc", batch_size=16)
+    n = len(ds)
+    ds.shapes()
+    for _ in range(2):  # two epochs: new workers each time
+        assert len(list(DataLoader(ds, batch_size=None, num_workers=2))) == n
+    ds.close()
+
+
+def test_distributed_rank(server, tmp_path):
+    """torch.distributed's rank and world size are picked up when initialised; explicit arguments win."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    try:
+        l = make(server, "grpc", batch_size=4)
+        assert l._consumer() == (0, 1, 0, 1)
+        l2 = make(server, "grpc", batch_size=4, rank=1, world_size=3)
+        assert l2._consumer() == (1, 3, 0, 1)
+    finally:
+        dist.destroy_process_group()
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@cuda
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("policy", ["bucketed", "packed"])
+def test_cuda(server, datasets, transport, policy):
+    """device='cuda': the same batches as the CPU path, on the GPU; the shm ring is registered (pinned)."""
+    kw = dict(batch_size=4) if policy == "bucketed" else dict(policy="packed", batch_size=2, seq_len=256)
+    with make(server, transport, device="cuda", prefetch=4, **kw) as g, make(server, transport, **kw) as c:
+        gb, cb = list(g), list(c)
+        if transport == "shm":
+            assert g._stream is None  # closed at the end of the epoch
+    assert len(gb) == len(cb)
+    for a, b in zip(gb, cb):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert a[k].is_cuda and torch.equal(a[k].cpu(), b[k])
+    assert sorted(rows_of(gb)) == list(range(datasets.rows["small"]))
+
+
+@cuda
+def test_cuda_ring_pinned(server):
+    with make(server, "shm", device="cuda", batch_size=4) as l:
+        next(iter(l))
+        assert l._stream.ring.pinned, "cudaHostRegister of the ring failed"
