@@ -30,14 +30,15 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-test: setup lint
+test: setup lint build
 	$(GO) test -count=1 ./...
+	$(MAKE) test-py
 	SETUP_HF=1 scripts/setup.sh
 	$(GO) test -count=1 -tags hftokenizers ./tokenize/...
 
 # The Python client (pyclient/) against a real gload serve, in the newest (.venv) and the oldest supported
 # (.venv-oldest: grpcio 1.51, protobuf 4.21, numpy 1.24) stacks. torch tests skip where torch is absent.
-test-py: setup build
+test-py: build
 	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) $(abspath $(PYTHON)) -m pytest -q -p no:cacheprovider tests
 	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) $(abspath .venv-oldest/bin/python) -m pytest -q -p no:cacheprovider tests
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the bundled example: tokenize the UDHR corpus with the example tokenizer into a dataset, show
-# what it holds, and open it from Python with Hugging Face datasets.
+# The main job on the bundled example: tokenize the UDHR corpus into a dataset, show what it holds, open it with
+# Hugging Face datasets, serve it with `gload serve`, and pull one epoch of batches from Python (shared memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=out/udhr
@@ -13,4 +13,22 @@ import datasets
 ds = datasets.load_from_disk(sys.argv[1])
 print(f"datasets.load_from_disk: {ds.num_rows} rows, features {ds.features}")
 print(f"row 0: src={ds[0]['src']!r}, first ids {ds[0]['input_ids'][:12]}")
+PY
+sock=$(mktemp -d)/gload.sock
+bin/gload serve --dataset udhr="$out" --listen "unix://$sock" --log-level warn &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+PYTHONPATH=pyclient .venv/bin/python - "unix://$sock" <<'PY'
+import sys
+from gload import Loader
+with Loader(sys.argv[1], "udhr", batch_size=8, pad_multiple=64, transport="shm", seed=0) as loader:
+    print("shapes this epoch (rows, length):", loader.shapes())
+    rows = 0
+    for step, batch in enumerate(loader):
+        rows += len(batch["index"])
+        if step < 3:
+            print(f"batch {step}: input_ids {tuple(batch['input_ids'].shape)}, rows {[int(i) for i in batch['index'][:4]]}...")
+    print(f"one epoch: {step + 1} batches, {rows} rows; resume state {loader.state_dict()}")
+    print(loader.report())
 PY

@@ -54,6 +54,7 @@ def main() -> None:
     if state is None:
         state = loader.state_dict()
     loader.close()
+    del model, opt  # torch 1.13's DDP hangs at exit when its reducer outlives the process group
     gathered = [None] * world
     dist.all_gather_object(gathered, {"rank": rank, "rows": rows, "steps": steps, "state": state})
     if rank == 0:
