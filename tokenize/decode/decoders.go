@@ -7,6 +7,7 @@ import (
 	"github.com/dlclark/regexp2/v2"
 
 	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/utf8fix"
 )
 
 // sequence applies its decoders in order.
@@ -60,51 +61,8 @@ func lossyUTF8(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)
 	}
-	out := make([]byte, 0, len(b)+8)
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r != utf8.RuneError || size > 1 {
-			out = append(out, b[i:i+size]...)
-			i += size
-			continue
-		}
-		out = append(out, "\uFFFD"...)
-		i += maximalSubpart(b[i:])
-	}
+	out, _ := utf8fix.AppendValid(make([]byte, 0, len(b)+8), b)
 	return string(out)
-}
-
-// maximalSubpart returns the length of the longest prefix of b (which starts an ill-formed sequence) that is the
-// beginning of some well-formed sequence, or 1.
-func maximalSubpart(b []byte) int {
-	lo, hi := byte(0x80), byte(0xBF) // range of the second byte
-	need := 0                        // continuation bytes after the lead
-	switch c := b[0]; {
-	case c >= 0xC2 && c <= 0xDF:
-		need = 1
-	case c == 0xE0:
-		need, lo = 2, 0xA0
-	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
-		need = 2
-	case c == 0xED:
-		need, hi = 2, 0x9F
-	case c == 0xF0:
-		need, lo = 3, 0x90
-	case c >= 0xF1 && c <= 0xF3:
-		need = 3
-	case c == 0xF4:
-		need, hi = 3, 0x8F
-	default:
-		return 1
-	}
-	n := 1
-	for k := 1; k <= need && k < len(b); k++ {
-		if k == 1 && (b[k] < lo || b[k] > hi) || k > 1 && (b[k] < 0x80 || b[k] > 0xBF) {
-			break
-		}
-		n++
-	}
-	return n
 }
 
 // PrependScheme of Metaspace: whether the replacement was added before the first word ("always", "first") or
