@@ -26,14 +26,15 @@ build-hf:
 demo: setup build
 	scripts/demo.sh
 
-lint:
+lint: setup
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-test: setup lint build
+test: lint build
+	SETUP_TEST=1 scripts/setup.sh
 	$(GO) test -count=1 ./...
 	$(MAKE) test-py
-	SETUP_HF=1 scripts/setup.sh
+	SETUP_TEST=1 SETUP_HF=1 scripts/setup.sh
 	$(GO) test -count=1 -tags hftokenizers ./tokenize/...
 
 # The Python client (pyclient/) against a real gload serve, in the newest (.venv) and the oldest supported

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything the build, the demo and the tests need on a fresh Debian machine; safe to run again.
 #   - Go modules (go mod download)
-#   - a Python virtualenv in .venv with the pinned test packages (.ci/requirements.txt), and .venv-oldest with the
-#     oldest grpcio/protobuf/numpy the Python client supports (.ci/requirements-oldest.txt) on Debian's Python, whose
-#     system site packages give it torch 1.13 (CPU, apt python3-torch) for the DataLoader and DDP tests
+#   - a Python virtualenv in .venv with the pinned packages (.ci/requirements.txt)
+#   - with SETUP_TEST=1 (make test): .venv-oldest with the oldest grpcio/protobuf/numpy the Python client supports
+#     (.ci/requirements-oldest.txt) on Debian's Python, whose system site packages give it torch 1.13 (CPU, apt
+#     python3-torch) for the DataLoader and DDP tests
 #   - with SETUP_HF=1 (the default in CI): libtokenizers.a for the optional Rust-core engine (cargo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,20 +16,22 @@ if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import pyarrow, dataset
 	python3 -m venv .venv
 	.venv/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements.txt
 fi
-# The Python client's suite also runs against the oldest supported grpcio/protobuf/numpy (make test-py), with
-# Debian's CPU torch 1.13 (the oldest torch supported): a few hundred MB from apt instead of PyPI's CUDA wheels.
-if ! /usr/bin/python3 -c 'import torch, venv' 2>/dev/null; then
-	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-venv >/dev/null
-	else
-		echo "setup: no torch for /usr/bin/python3 (apt-get install python3-torch python3-venv); torch tests will skip" >&2
+if [[ ${SETUP_TEST:-0} == 1 ]]; then
+	# The Python client's suite also runs against the oldest supported grpcio/protobuf/numpy (make test-py), with
+	# Debian's CPU torch 1.13 (the oldest torch supported): a few hundred MB from apt instead of PyPI's CUDA wheels.
+	if ! /usr/bin/python3 -c 'import torch, ensurepip' 2>/dev/null; then
+		if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+			apt-get update -qq
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-venv >/dev/null
+		else
+			echo "setup: no torch for /usr/bin/python3 (apt-get install python3-torch python3-venv); torch tests will skip" >&2
+		fi
 	fi
-fi
-if [[ ! -x .venv-oldest/bin/python ]] || ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest' 2>/dev/null; then
-	rm -rf .venv-oldest
-	/usr/bin/python3 -m venv --system-site-packages .venv-oldest
-	.venv-oldest/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-oldest.txt
+	if [[ ! -x .venv-oldest/bin/python ]] || ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest' 2>/dev/null; then
+		rm -rf .venv-oldest
+		/usr/bin/python3 -m venv --system-site-packages .venv-oldest
+		.venv-oldest/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-oldest.txt
+	fi
 fi
 if [[ ${SETUP_HF:-0} == 1 ]]; then
 	need cargo
