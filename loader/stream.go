@@ -152,6 +152,8 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		share: s.metrics.waitShare.WithLabelValues(c.ds.name, label),
 	}
 	st.client = s.clients.open(st.key)
+	st.client.queue.grant(prefetch) // the watch reports queue occupancy against the granted depth
+	defer st.client.queue.grant(-prefetch)
 	useShm := c.open.Transport == gloadpb.Transport_TRANSPORT_SHM
 	cr := newCredits(prefetch, useShm, func(d int) {
 		st.queue.Add(float64(d))
