@@ -223,3 +223,34 @@ func TestServerMemoryBounded(t *testing.T) {
 		t.Fatalf("server RssAnon grew from %d kB to %d kB (limit %d kB) while streaming %d MiB", base, peak, limit, bytes>>20)
 	}
 }
+
+// BenchmarkFirstBatch10M measures DESIGN's "first batch of a 10M-sample dataset in under 1 s": from a cold server
+// (dataset opened from its gload.index, no plan cached) to the first batch in the client's hands, bucketed, B=16.
+// The 10M-row dataset (1–16 tokens a row) is written once, before timing. Run it alone:
+//
+//	go test -run '^$' -bench FirstBatch10M -benchtime 3x ./loader/
+func BenchmarkFirstBatch10M(b *testing.B) {
+	dir := b.TempDir()
+	writeDataset(b, dir, genLengths(10_000_000, 1, 16, 3), 2_500_000, 1000)
+	open := &gloadpb.Open{Dataset: "big", WorldSize: 1, NumWorkers: 1,
+		Policy: &gloadpb.BatchPolicy{Policy: "bucketed", BatchSize: 16}}
+	for b.Loop() {
+		start := time.Now()
+		ts := startServer(b, loader.Config{Datasets: map[string]string{"big": dir}, NoGPUWatch: true}, "unix")
+		c, err := client.Dial(context.Background(), ts.addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := c.Stream(context.Background(), open)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Next(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/first-batch")
+		s.Close()
+		c.Close()
+		ts.stop(b)
+	}
+}
