@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -290,13 +289,12 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 
 // writer appends rows to the current shard and cuts shards; it runs on one goroutine.
 type writer struct {
-	opts   *Options
-	st     *state
-	log    *slog.Logger
-	prog   *progress
-	cur    *dataset.ShardWriter
-	shown  int // skipped documents printed so far
-	closed sync.Once
+	opts  *Options
+	st    *state
+	log   *slog.Logger
+	prog  *progress
+	cur   *dataset.ShardWriter
+	shown int // skipped documents printed so far
 }
 
 const showSkips = 5
