@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gload/gload/tokenize"
+	"github.com/gload/gload/tokenize/corpus"
 )
 
 type encodeOptions struct {
@@ -70,9 +71,9 @@ func (o *encodeOptions) run(in io.Reader, out io.Writer) error {
 		return err
 	}
 	workers := max(o.workers, 1)
-	path := strings.Split(o.textField, ".")
+	ex := corpus.NewExtractor(corpus.Options{TextField: o.textField})
 	if o.bench {
-		return o.runBench(eng, in, out, path, workers)
+		return o.runBench(eng, in, out, ex, workers)
 	}
 	br := bufio.NewReaderSize(in, 1<<20)
 	bw := bufio.NewWriterSize(out, 1<<20)
@@ -107,14 +108,15 @@ func (o *encodeOptions) run(in io.Reader, out io.Writer) error {
 			go func() {
 				defer wg.Done()
 				for i := range next {
-					o.encodeOne(eng, &jobs[i], path)
+					o.encodeOne(eng, ex, &jobs[i])
 				}
 			}()
 		}
 		wg.Wait()
 		for i := range jobs {
 			if jobs[i].err != nil {
-				return fmt.Errorf("stdin:%d: %w", jobs[i].line, jobs[i].err)
+				_ = bw.Flush() // keep the ids of the lines before the bad one
+				return jobs[i].err
 			}
 			if _, err := bw.Write(jobs[i].out); err != nil {
 				return err
@@ -127,39 +129,30 @@ func (o *encodeOptions) run(in io.Reader, out io.Writer) error {
 	return bw.Flush()
 }
 
-// extractText pulls the text field out of one JSON line; ok is false for a blank line.
-func extractText(line string, path []string, field string) (text string, ok bool, err error) {
+// extractText pulls the text field out of one JSON line with the corpus readers' extractor, so invalid UTF-8 is
+// repaired by the same rule as everywhere else; ok is false for a blank line. An empty text is ok with "".
+func extractText(ex *corpus.Extractor, line string, n int64) (text string, ok bool, err error) {
 	raw := strings.TrimRight(line, "\r\n")
 	if strings.TrimSpace(raw) == "" {
 		return "", false, nil
 	}
-	var v any
-	if err := json.Unmarshal([]byte(raw), &v); err != nil {
-		return "", false, fmt.Errorf("malformed JSON: %v", err)
-	}
-	for _, k := range path {
-		m, isObj := v.(map[string]any)
-		if !isObj {
-			return "", false, fmt.Errorf("field %q: not an object", field)
+	doc, skip := ex.Extract(corpus.Record{Path: "stdin", Line: n, Raw: []byte(raw), Kind: corpus.JSONLine, Size: int64(len(raw))})
+	if skip != nil {
+		if skip.Reason == corpus.Empty {
+			return "", true, nil
 		}
-		if v, isObj = m[k]; !isObj {
-			return "", false, fmt.Errorf("field %q missing", field)
-		}
+		return "", false, skip
 	}
-	text, isStr := v.(string)
-	if !isStr {
-		return "", false, fmt.Errorf("field %q is not a string", field)
-	}
-	return text, true, nil
+	return doc.Text, true, nil
 }
 
-func (o *encodeOptions) encodeOne(eng tokenize.Engine, j *encodeJob, path []string) {
+func (o *encodeOptions) encodeOne(eng tokenize.Engine, ex *corpus.Extractor, j *encodeJob) {
 	raw := strings.TrimRight(j.text, "\r\n")
 	if strings.TrimSpace(raw) == "" {
 		j.out = []byte("{\"ids\":[]}\n")
 		return
 	}
-	text, _, err := extractText(raw, path, o.textField)
+	text, _, err := extractText(ex, raw, j.line)
 	if err != nil {
 		j.err = err
 		return
@@ -188,7 +181,7 @@ func (o *encodeOptions) encodeOne(eng tokenize.Engine, j *encodeJob, path []stri
 
 // runBench reads every document, then encodes them all on workers goroutines and reports throughput, so the
 // number measures the tokenizer alone (no JSON parsing, no output formatting).
-func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Writer, path []string, workers int) error {
+func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Writer, ex *corpus.Extractor, workers int) error {
 	br := bufio.NewReaderSize(in, 1<<20)
 	var texts []string
 	var size int64
@@ -196,9 +189,9 @@ func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Write
 		b, err := br.ReadBytes('\n')
 		if len(b) > 0 {
 			j := encodeJob{line: line, text: string(b)}
-			text, ok, jerr := extractText(j.text, path, o.textField)
+			text, ok, jerr := extractText(ex, j.text, line)
 			if jerr != nil {
-				return fmt.Errorf("stdin:%d: %w", line, jerr)
+				return jerr
 			}
 			if ok {
 				texts = append(texts, text)
