@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 7 on a machine with N >= 2 GPUs: DDP training (bench/train_ddp.py under torchrun) fed by one gload server over
 # shared memory, every GPU watched. Three runs: ideal (batches staged on each GPU), gload, and gload with one rank
-# slowed in data (the watch must name it). Carry build/devrun (gload.gz, llama3.json.gz, corpus.jsonl.gz).
+# slowed in data (the watch must name it). Carry build/devrun, made by bench/prepare_devrun.sh.
 set -u
 d=build/devrun
 OUT=${OUT:-/tmp/out}

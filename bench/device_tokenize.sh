@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the tokenizer benchmarks on the GPU machine (16 cores, HF tokenizers 0.23.2, pyarrow there).
-# Expects build/devrun/{gload.gz,corpus.jsonl.gz,llama3.json.gz} carried from the build machine; writes to $OUT.
+# Expects build/devrun (made by bench/prepare_devrun.sh) carried from the build machine; writes to $OUT.
 set -euo pipefail
 d=build/devrun
 OUT=${OUT:-/tmp/out}

@@ -5,10 +5,7 @@
 # automatic boundaries (GLOAD_AUTO_BUCKETS=8). Expected verdicts: starved: data, starved: data, fed; gload's SM
 # median and P10 within ±5 points of train_ref's pynvml sampling.
 #
-# Before carrying build/devrun (from the repo root on the build machine):
-#   CGO_CFLAGS=-Wno-deprecated-declarations go build -o build/devrun/gload ./cmd/gload
-#   cp ../shared/bench/train_ref.py build/devrun/
-#   (build/devrun also holds llama3.json.gz and corpus.jsonl.gz)
+# Before carrying build/devrun: bench/prepare_devrun.sh (binary, llama3 tokenizer, corpus, train_ref.py).
 # On the GPU machine, from the repo root:  OUT=$OUT bench/device_train.sh      (about 4-6 minutes)
 # Writes to $OUT: bench_<mode>.json (gload bench run), train_<mode>.jsonl (train_ref rows), plots, logs, summary.
 set -euo pipefail

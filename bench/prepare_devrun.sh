@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prepares build/devrun, the folder the device scripts (bench/device_*.sh) expect on the GPU machine: the gload binary
+# (cgo on, for NVML; gzipped to fit the transfer limit), the llama3 fixture tokenizer, the reference corpus of
+# ../shared/bench/make_corpus.py and train_ref.py. Run from anywhere; then carry build/devrun.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+d=build/devrun
+mkdir -p "$d"
+CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations go build -ldflags="-s -w" -o build/gload-devrun ./cmd/gload
+gzip -c build/gload-devrun > "$d/gload.gz"
+rm -f "$d/gload"
+cp ../shared/fixtures/tokenizers/llama3/tokenizer.json.gz "$d/llama3.json.gz"
+cp ../shared/bench/train_ref.py "$d/"
+if [[ ! -f $d/corpus.jsonl.gz ]]; then
+	python3 ../shared/bench/make_corpus.py build/corpus.jsonl
+	gzip -c build/corpus.jsonl > "$d/corpus.jsonl.gz"
+fi
+du -sh "$d"
