@@ -46,12 +46,10 @@ type (
 	}
 )
 
-func missing(path, field string) error { return spec.Invalid(path, "missing field %q", field) }
-
 // singleRune reads a JSON string that must hold exactly one character (a Rust char).
 func singleRune(s *string, path, field string) (rune, error) {
 	if s == nil {
-		return 0, missing(path, field)
+		return 0, spec.Missing(path, field)
 	}
 	r, size := utf8.DecodeRuneInString(*s)
 	if size == 0 || size != len(*s) || (r == utf8.RuneError && size == 1) {
@@ -75,7 +73,7 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			return nil, err
 		}
 		if v.Decoders == nil {
-			return nil, missing(path, "decoders")
+			return nil, spec.Missing(path, "decoders")
 		}
 		seq := make(sequence, 0, len(*v.Decoders))
 		for i, elem := range *v.Decoders {
@@ -96,10 +94,10 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			return nil, err
 		}
 		if v.AddPrefixSpace == nil {
-			return nil, missing(path, "add_prefix_space")
+			return nil, spec.Missing(path, "add_prefix_space")
 		}
 		if v.TrimOffsets == nil {
-			return nil, missing(path, "trim_offsets")
+			return nil, spec.Missing(path, "trim_offsets")
 		}
 		return byteLevel{}, nil
 	case "Metaspace":
@@ -135,10 +133,10 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			return nil, err
 		}
 		if v.Prefix == nil {
-			return nil, missing(path, "prefix")
+			return nil, spec.Missing(path, "prefix")
 		}
 		if v.Cleanup == nil {
-			return nil, missing(path, "cleanup")
+			return nil, spec.Missing(path, "cleanup")
 		}
 		return wordPiece{prefix: *v.Prefix, cleanup: *v.Cleanup}, nil
 	case "BPEDecoder":
@@ -147,7 +145,7 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			return nil, err
 		}
 		if v.Suffix == nil {
-			return nil, missing(path, "suffix")
+			return nil, spec.Missing(path, "suffix")
 		}
 		return bpeDecoder{suffix: *v.Suffix}, nil
 	case "ByteFallback":
@@ -164,10 +162,10 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			return nil, err
 		}
 		if v.Start == nil {
-			return nil, missing(path, "start")
+			return nil, spec.Missing(path, "start")
 		}
 		if v.Stop == nil {
-			return nil, missing(path, "stop")
+			return nil, spec.Missing(path, "stop")
 		}
 		return strip{content: r, start: int(min(*v.Start, 1<<30)), stop: int(min(*v.Stop, 1<<30))}, nil
 	case "Replace":
@@ -176,10 +174,10 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			return nil, err
 		}
 		if v.Pattern == nil {
-			return nil, missing(path, "pattern")
+			return nil, spec.Missing(path, "pattern")
 		}
 		if v.Content == nil {
-			return nil, missing(path, "content")
+			return nil, spec.Missing(path, "content")
 		}
 		switch p := *v.Pattern; {
 		case p.String != nil && p.Regex != nil:
@@ -200,13 +198,13 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			return nil, err
 		}
 		if v.PadToken == nil {
-			return nil, missing(path, "pad_token")
+			return nil, spec.Missing(path, "pad_token")
 		}
 		if v.WordDelimiterToken == nil {
-			return nil, missing(path, "word_delimiter_token")
+			return nil, spec.Missing(path, "word_delimiter_token")
 		}
 		if v.Cleanup == nil {
-			return nil, missing(path, "cleanup")
+			return nil, spec.Missing(path, "cleanup")
 		}
 		return ctc{pad: *v.PadToken, delimiter: *v.WordDelimiterToken, cleanup: *v.Cleanup}, nil
 	default:

@@ -33,8 +33,6 @@ type (
 	}
 )
 
-func missing(path, field string) error { return spec.Invalid(path, "missing field %q", field) }
-
 func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 	if spec.IsNull(raw) {
 		return nil, nil
@@ -50,7 +48,7 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 			return nil, err
 		}
 		if v.Normalizers == nil {
-			return nil, missing(path, "normalizers")
+			return nil, spec.Missing(path, "normalizers")
 		}
 		seq := make(sequence, 0, len(*v.Normalizers))
 		for i, elem := range *v.Normalizers {
@@ -91,10 +89,10 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 			return nil, err
 		}
 		if v.Left == nil {
-			return nil, missing(path, "strip_left")
+			return nil, spec.Missing(path, "strip_left")
 		}
 		if v.Right == nil {
-			return nil, missing(path, "strip_right")
+			return nil, spec.Missing(path, "strip_right")
 		}
 		return strip{left: *v.Left, right: *v.Right}, nil
 	case "Replace":
@@ -103,10 +101,10 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 			return nil, err
 		}
 		if v.Pattern == nil {
-			return nil, missing(path, "pattern")
+			return nil, spec.Missing(path, "pattern")
 		}
 		if v.Content == nil {
-			return nil, missing(path, "content")
+			return nil, spec.Missing(path, "content")
 		}
 		return newReplace(*v.Pattern, *v.Content, path)
 	case "Prepend":
@@ -115,7 +113,7 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 			return nil, err
 		}
 		if v.Prepend == nil {
-			return nil, missing(path, "prepend")
+			return nil, spec.Missing(path, "prepend")
 		}
 		return prepend{prefix: *v.Prepend}, nil
 	case "BertNormalizer":
@@ -128,7 +126,7 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 			v    *bool
 		}{{"clean_text", v.CleanText}, {"handle_chinese_chars", v.HandleChineseChars}, {"lowercase", v.Lowercase}} {
 			if f.v == nil {
-				return nil, missing(path, f.name)
+				return nil, spec.Missing(path, f.name)
 			}
 		}
 		n := &bert{clean: *v.CleanText, chinese: *v.HandleChineseChars, lower: *v.Lowercase}

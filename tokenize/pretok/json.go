@@ -83,12 +83,10 @@ func flatten(raw json.RawMessage, path string, out *[]step) error {
 	return nil
 }
 
-func missing(path, field string) error { return spec.Invalid(path, "missing field %q", field) }
-
 // oneChar checks a JSON char field (serde: a string of exactly one character).
 func oneChar(path, field string, v *string) (string, error) {
 	if v == nil {
-		return "", missing(path, field)
+		return "", spec.Missing(path, field)
 	}
 	if utf8.RuneCountInString(*v) != 1 {
 		return "", spec.Invalid(path, "%s must be one character, got %q", field, *v)
@@ -98,7 +96,7 @@ func oneChar(path, field string, v *string) (string, error) {
 
 func parseBehavior(path string, v *string) (behavior, error) {
 	if v == nil {
-		return 0, missing(path, "behavior")
+		return 0, spec.Missing(path, "behavior")
 	}
 	b, ok := behaviorNames[*v]
 	if !ok {
@@ -122,10 +120,10 @@ func build(st step) (splitter, error) {
 			return nil, err
 		}
 		if c.AddPrefixSpace == nil {
-			return nil, missing(path, "add_prefix_space")
+			return nil, spec.Missing(path, "add_prefix_space")
 		}
 		if c.TrimOffsets == nil {
-			return nil, missing(path, "trim_offsets")
+			return nil, spec.Missing(path, "trim_offsets")
 		}
 		b := &byteLevel{prefixSpace: *c.AddPrefixSpace, useRegex: c.UseRegex == nil || *c.UseRegex}
 		if !b.prefixSpace && !b.useRegex {
@@ -143,10 +141,10 @@ func build(st step) (splitter, error) {
 			return nil, err
 		}
 		if c.Pattern == nil {
-			return nil, missing(path, "pattern")
+			return nil, spec.Missing(path, "pattern")
 		}
 		if c.Invert == nil {
-			return nil, missing(path, "invert")
+			return nil, spec.Missing(path, "invert")
 		}
 		beh, err := parseBehavior(path, c.Behavior)
 		if err != nil {
@@ -209,7 +207,7 @@ func build(st step) (splitter, error) {
 			return nil, err
 		}
 		if c.IndividualDigits == nil {
-			return nil, missing(path, "individual_digits")
+			return nil, spec.Missing(path, "individual_digits")
 		}
 		if *c.IndividualDigits {
 			return &patternSplit{pat: charClass(cNum), beh: isolated}, nil

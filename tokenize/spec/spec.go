@@ -83,3 +83,6 @@ type Pattern struct {
 
 // Index returns a JSON path of a list element.
 func Index(path, field string, i int) string { return fmt.Sprintf("%s.%s[%d]", path, field, i) }
+
+// Missing is the InvalidError for a required field that a component lacks.
+func Missing(path, field string) error { return Invalid(path, "missing field %q", field) }
