@@ -281,6 +281,12 @@ func TestMetrics(t *testing.T) {
 		}
 		sent += len(bs)
 	}
+	// A client sees End before the server's handler has run its deferred clean-up (gauges back to 0, stream count
+	// last): wait for the stream count before scraping.
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.srv.Streams() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	// Over real HTTP.
 	mlis, err := loader.Listen("127.0.0.1:0", loader.ListenOptions{})
 	if err != nil {
