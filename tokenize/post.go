@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // postProcessor adds special tokens around one encoded sequence (Hugging Face's post_processor with a single
@@ -73,10 +73,10 @@ type templatePiece struct {
 }
 
 func postFromJSON(raw json.RawMessage, path string, t *Tokenizer) (postProcessor, error) {
-	if spec.IsNull(raw) {
+	if tokjson.IsNull(raw) {
 		return nil, nil
 	}
-	typ, err := spec.TypeOf(raw, path)
+	typ, err := tokjson.TypeOf(raw, path)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func postFromJSON(raw json.RawMessage, path string, t *Tokenizer) (postProcessor
 			Sep tokenIDPair `json:"sep"`
 			Cls tokenIDPair `json:"cls"`
 		}
-		if err := spec.Decode(raw, path, &c); err != nil {
+		if err := tokjson.Decode(raw, path, &c); err != nil {
 			return nil, err
 		}
 		return &wrapProcessor{before: []int32{c.Cls.ID}, after: []int32{c.Sep.ID}}, nil
@@ -101,26 +101,26 @@ func postFromJSON(raw json.RawMessage, path string, t *Tokenizer) (postProcessor
 				IDs []int32 `json:"ids"`
 			} `json:"special_tokens"`
 		}
-		if err := spec.Decode(raw, path, &c); err != nil {
+		if err := tokjson.Decode(raw, path, &c); err != nil {
 			return nil, err
 		}
 		w := &wrapProcessor{}
 		seen := false
 		for i, p := range c.Single {
-			ppath := spec.Index(path, "single", i)
+			ppath := tokjson.Index(path, "single", i)
 			switch {
 			case p.Sequence != nil:
 				if p.Sequence.ID != "A" {
-					return nil, spec.Unsupported(ppath, "sequence %q in a single-sequence template", p.Sequence.ID)
+					return nil, tokjson.Unsupported(ppath, "sequence %q in a single-sequence template", p.Sequence.ID)
 				}
 				if seen {
-					return nil, spec.Unsupported(ppath, "sequence A used twice")
+					return nil, tokjson.Unsupported(ppath, "sequence A used twice")
 				}
 				seen = true
 			case p.SpecialToken != nil:
 				st, ok := c.SpecialTokens[p.SpecialToken.ID]
 				if !ok {
-					return nil, spec.Invalid(ppath, "special token %q not in special_tokens", p.SpecialToken.ID)
+					return nil, tokjson.Invalid(ppath, "special token %q not in special_tokens", p.SpecialToken.ID)
 				}
 				if seen {
 					w.after = append(w.after, st.IDs...)
@@ -128,23 +128,23 @@ func postFromJSON(raw json.RawMessage, path string, t *Tokenizer) (postProcessor
 					w.before = append(w.before, st.IDs...)
 				}
 			default:
-				return nil, spec.Unsupported(ppath, "template piece %s", mustJSON(p))
+				return nil, tokjson.Unsupported(ppath, "template piece %s", mustJSON(p))
 			}
 		}
 		if !seen {
-			return nil, spec.Invalid(path+".single", "template has no Sequence A")
+			return nil, tokjson.Invalid(path+".single", "template has no Sequence A")
 		}
 		return w, nil
 	case "Sequence":
 		var c struct {
 			Processors []json.RawMessage `json:"processors"`
 		}
-		if err := spec.Decode(raw, path, &c); err != nil {
+		if err := tokjson.Decode(raw, path, &c); err != nil {
 			return nil, err
 		}
 		var seq sequenceProcessor
 		for i, r := range c.Processors {
-			p, err := postFromJSON(r, spec.Index(path, "processors", i), t)
+			p, err := postFromJSON(r, tokjson.Index(path, "processors", i), t)
 			if err != nil {
 				return nil, err
 			}
@@ -154,7 +154,7 @@ func postFromJSON(raw json.RawMessage, path string, t *Tokenizer) (postProcessor
 		}
 		return seq, nil
 	default:
-		return nil, spec.Unsupported(path, "post-processor type %q", typ)
+		return nil, tokjson.Unsupported(path, "post-processor type %q", typ)
 	}
 }
 

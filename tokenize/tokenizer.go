@@ -1,6 +1,6 @@
 // Package tokenize holds gload's tokenizer engine and the `gload tokenize` pipeline.
 //
-// The engine (this package and its subpackages spec, normalize, pretok, model, decode) reads a Hugging Face
+// The engine (this package and its subpackages tokjson, normalize, pretok, model, decode) reads a Hugging Face
 // tokenizer.json as it is and encodes text token-for-token as Hugging Face tokenizers 0.23.2 does, in pure Go.
 // The pipeline (subpackages corpus and build) turns corpora into gload dataset directories.
 //
@@ -35,13 +35,13 @@ import (
 	"github.com/gload/gload/tokenize/model"
 	"github.com/gload/gload/tokenize/normalize"
 	"github.com/gload/gload/tokenize/pretok"
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 	"github.com/gload/gload/tokenize/utf8fix"
 )
 
 // Errors returned by Load.
 var (
-	ErrUnsupported = spec.ErrUnsupported
+	ErrUnsupported = tokjson.ErrUnsupported
 	ErrInvalid     = errors.New("tokenizer: invalid tokenizer.json")
 )
 
@@ -128,7 +128,7 @@ func FromBytes(data []byte, opts Options) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if spec.IsNull(f.Model) {
+	if tokjson.IsNull(f.Model) {
 		return nil, fmt.Errorf("%w: no \"model\"", ErrInvalid)
 	}
 	t := &Tokenizer{}
@@ -157,10 +157,10 @@ func FromBytes(data []byte, opts Options) (*Tokenizer, error) {
 	if t.added, err = newAddedVocab(f.AddedTokens, t.normalizer, opts.SplitSpecialTokens); err != nil {
 		return nil, err
 	}
-	if !spec.IsNull(f.Truncation) {
+	if !tokjson.IsNull(f.Truncation) {
 		t.warnings = append(t.warnings, "tokenizer.json sets \"truncation\": gload does not apply it (use --max-length)")
 	}
-	if !spec.IsNull(f.Padding) {
+	if !tokjson.IsNull(f.Padding) {
 		t.warnings = append(t.warnings, "tokenizer.json sets \"padding\": gload does not apply it (batches are padded by the server)")
 	}
 	t.sessions = make(chan *session, runtime.GOMAXPROCS(0))

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gload/gload/tokenize"
-	"github.com/gload/gload/tokenize/build"
 	"github.com/gload/gload/tokenize/corpus"
+	"github.com/gload/gload/tokenize/pipeline"
 )
 
 type tokenizeOptions struct {
@@ -118,7 +118,7 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 			log.Warn(w)
 		}
 	}
-	opts := build.Options{
+	opts := pipeline.Options{
 		Inputs: inputs,
 		Out:    o.out,
 		Corpus: corpus.Options{
@@ -131,7 +131,7 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 		Engine:           eng,
 		AddSpecialTokens: o.addSpecial,
 		MaxLength:        o.maxLength,
-		Overflow:         build.Overflow(o.overflow),
+		Overflow:         pipeline.Overflow(o.overflow),
 		MinLength:        o.minLength,
 		Workers:          o.workers,
 		ShardSize:        shardSize,
@@ -150,7 +150,7 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 	if !o.quiet {
 		opts.Progress = cmd.ErrOrStderr()
 	}
-	sum, err := build.Run(cmd.Context(), opts)
+	sum, err := pipeline.Run(cmd.Context(), opts)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 	return nil
 }
 
-func printSummary(w io.Writer, s build.Summary) {
+func printSummary(w io.Writer, s pipeline.Summary) {
 	secs := s.Wall.Seconds()
 	fmt.Fprintf(w, "dataset    %s\n", s.Out)
 	fmt.Fprintf(w, "documents  %d read, %d rows written, %d skipped\n", s.Documents, s.Rows, s.SkippedTotal())

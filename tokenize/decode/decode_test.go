@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 func build(t testing.TB, raw string) Decoder {
@@ -147,8 +147,8 @@ func TestFromJSONErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("FromJSON(%s) = %T, want an error", tc.json, d)
 			}
-			var ue *spec.UnsupportedError
-			var ie *spec.InvalidError
+			var ue *tokjson.UnsupportedError
+			var ie *tokjson.InvalidError
 			switch {
 			case tc.unsupported && errors.As(err, &ue):
 				if ue.Path != tc.path {

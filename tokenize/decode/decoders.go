@@ -6,7 +6,7 @@ import (
 
 	"github.com/dlclark/regexp2/v2"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 	"github.com/gload/gload/tokenize/utf8fix"
 )
 
@@ -25,12 +25,12 @@ func (q sequence) Decode(tokens []string) []string {
 // subpart, as Rust's String::from_utf8_lossy does.
 type byteLevel struct{}
 
-// byteOf inverts spec.ByteToRune: byteOf[r] is the byte for r, or -1 (every alphabet rune is below 0x144).
+// byteOf inverts tokjson.ByteToRune: byteOf[r] is the byte for r, or -1 (every alphabet rune is below 0x144).
 var byteOf = func() (t [0x144]int16) {
 	for i := range t {
 		t[i] = -1
 	}
-	for b, r := range spec.ByteToRune {
+	for b, r := range tokjson.ByteToRune {
 		t[r] = int16(b)
 	}
 	return t

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // JSON shapes of the decoders. Pointers tell a missing field (an error in HF too) from a zero value.
@@ -36,8 +36,8 @@ type (
 		Stop    *uint   `json:"stop"`
 	}
 	replaceJSON struct {
-		Pattern *spec.Pattern `json:"pattern"`
-		Content *string       `json:"content"`
+		Pattern *tokjson.Pattern `json:"pattern"`
+		Content *string          `json:"content"`
 	}
 	ctcJSON struct {
 		PadToken           *string `json:"pad_token"`
@@ -49,37 +49,37 @@ type (
 // singleRune reads a JSON string that must hold exactly one character (a Rust char).
 func singleRune(s *string, path, field string) (rune, error) {
 	if s == nil {
-		return 0, spec.Missing(path, field)
+		return 0, tokjson.Missing(path, field)
 	}
 	r, size := utf8.DecodeRuneInString(*s)
 	if size == 0 || size != len(*s) || (r == utf8.RuneError && size == 1) {
-		return 0, spec.Invalid(path, "%s %q is not a single character", field, *s)
+		return 0, tokjson.Invalid(path, "%s %q is not a single character", field, *s)
 	}
 	return r, nil
 }
 
 func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
-	if spec.IsNull(raw) {
+	if tokjson.IsNull(raw) {
 		return nil, nil
 	}
-	typ, err := spec.TypeOf(raw, path)
+	typ, err := tokjson.TypeOf(raw, path)
 	if err != nil {
 		return nil, err
 	}
 	switch typ {
 	case "Sequence":
 		var v sequenceJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.Decoders == nil {
-			return nil, spec.Missing(path, "decoders")
+			return nil, tokjson.Missing(path, "decoders")
 		}
 		seq := make(sequence, 0, len(*v.Decoders))
 		for i, elem := range *v.Decoders {
-			p := spec.Index(path, "decoders", i)
-			if spec.IsNull(elem) {
-				return nil, spec.Invalid(p, "null decoder")
+			p := tokjson.Index(path, "decoders", i)
+			if tokjson.IsNull(elem) {
+				return nil, tokjson.Invalid(p, "null decoder")
 			}
 			d, err := fromJSON(elem, p)
 			if err != nil {
@@ -90,19 +90,19 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 		return seq, nil
 	case "ByteLevel":
 		var v byteLevelJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.AddPrefixSpace == nil {
-			return nil, spec.Missing(path, "add_prefix_space")
+			return nil, tokjson.Missing(path, "add_prefix_space")
 		}
 		if v.TrimOffsets == nil {
-			return nil, spec.Missing(path, "trim_offsets")
+			return nil, tokjson.Missing(path, "trim_offsets")
 		}
 		return byteLevel{}, nil
 	case "Metaspace":
 		var v metaspaceJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		r, err := singleRune(v.Replacement, path, "replacement")
@@ -118,34 +118,34 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			case "never":
 				d.scheme = prependNever
 			default:
-				return nil, spec.Invalid(path, "unknown prepend_scheme %q", *v.PrependScheme)
+				return nil, tokjson.Invalid(path, "unknown prepend_scheme %q", *v.PrependScheme)
 			}
 		}
 		// The legacy add_prefix_space=false means "never", and HF refuses it next to another scheme (the
 		// default "always" included).
 		if v.AddPrefixSpace != nil && !*v.AddPrefixSpace && d.scheme != prependNever {
-			return nil, spec.Invalid(path, "add_prefix_space does not match declared prepend_scheme")
+			return nil, tokjson.Invalid(path, "add_prefix_space does not match declared prepend_scheme")
 		}
 		return d, nil
 	case "WordPiece":
 		var v wordPieceJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.Prefix == nil {
-			return nil, spec.Missing(path, "prefix")
+			return nil, tokjson.Missing(path, "prefix")
 		}
 		if v.Cleanup == nil {
-			return nil, spec.Missing(path, "cleanup")
+			return nil, tokjson.Missing(path, "cleanup")
 		}
 		return wordPiece{prefix: *v.Prefix, cleanup: *v.Cleanup}, nil
 	case "BPEDecoder":
 		var v bpeJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.Suffix == nil {
-			return nil, spec.Missing(path, "suffix")
+			return nil, tokjson.Missing(path, "suffix")
 		}
 		return bpeDecoder{suffix: *v.Suffix}, nil
 	case "ByteFallback":
@@ -154,7 +154,7 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 		return fuse{}, nil
 	case "Strip":
 		var v stripJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		r, err := singleRune(v.Content, path, "content")
@@ -162,52 +162,52 @@ func fromJSON(raw json.RawMessage, path string) (Decoder, error) {
 			return nil, err
 		}
 		if v.Start == nil {
-			return nil, spec.Missing(path, "start")
+			return nil, tokjson.Missing(path, "start")
 		}
 		if v.Stop == nil {
-			return nil, spec.Missing(path, "stop")
+			return nil, tokjson.Missing(path, "stop")
 		}
 		return strip{content: r, start: int(min(*v.Start, 1<<30)), stop: int(min(*v.Stop, 1<<30))}, nil
 	case "Replace":
 		var v replaceJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.Pattern == nil {
-			return nil, spec.Missing(path, "pattern")
+			return nil, tokjson.Missing(path, "pattern")
 		}
 		if v.Content == nil {
-			return nil, spec.Missing(path, "content")
+			return nil, tokjson.Missing(path, "content")
 		}
 		switch p := *v.Pattern; {
 		case p.String != nil && p.Regex != nil:
-			return nil, spec.Invalid(path+".pattern", "both String and Regex")
+			return nil, tokjson.Invalid(path+".pattern", "both String and Regex")
 		case p.String != nil:
 			return replace{literal: *p.String, content: *v.Content}, nil
 		case p.Regex != nil:
-			re, err := spec.CompileOniguruma(*p.Regex, path+".pattern")
+			re, err := tokjson.CompileOniguruma(*p.Regex, path+".pattern")
 			if err != nil {
 				return nil, err
 			}
 			return replace{re: re, content: *v.Content}, nil
 		}
-		return nil, spec.Invalid(path+".pattern", "neither String nor Regex")
+		return nil, tokjson.Invalid(path+".pattern", "neither String nor Regex")
 	case "CTC":
 		var v ctcJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.PadToken == nil {
-			return nil, spec.Missing(path, "pad_token")
+			return nil, tokjson.Missing(path, "pad_token")
 		}
 		if v.WordDelimiterToken == nil {
-			return nil, spec.Missing(path, "word_delimiter_token")
+			return nil, tokjson.Missing(path, "word_delimiter_token")
 		}
 		if v.Cleanup == nil {
-			return nil, spec.Missing(path, "cleanup")
+			return nil, tokjson.Missing(path, "cleanup")
 		}
 		return ctc{pad: *v.PadToken, delimiter: *v.WordDelimiterToken, cleanup: *v.Cleanup}, nil
 	default:
-		return nil, spec.Unsupported(path, "decoder type %q", typ)
+		return nil, tokjson.Unsupported(path, "decoder type %q", typ)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // runeTableSize: single-rune tokens below this code point are found by array index, the rest through a map.
@@ -74,13 +74,13 @@ func loadBPE(f map[string]json.RawMessage, path string, opts Options) (*bpeModel
 		}
 	}
 	if typ != nil && *typ != "BPE" {
-		return nil, spec.Invalid(path+".type", "%q is not BPE", *typ)
+		return nil, tokjson.Invalid(path+".type", "%q is not BPE", *typ)
 	}
 	if dropout != nil && float32(*dropout) != 0 { // Hugging Face keeps dropout as f32
-		return nil, spec.Unsupported(path+".dropout", "dropout %v (only null or 0)", *dropout)
+		return nil, tokjson.Unsupported(path+".dropout", "dropout %v (only null or 0)", *dropout)
 	}
 	if isNull(f["vocab"]) || isNull(f["merges"]) {
-		return nil, spec.Invalid(path, "vocab and merges: %w", ErrMissingField)
+		return nil, tokjson.Invalid(path, "vocab and merges: %w", ErrMissingField)
 	}
 	vocab, err := decodeVocabMap(f["vocab"], path+".vocab")
 	if err != nil {
@@ -121,7 +121,7 @@ func loadBPE(f map[string]json.RawMessage, path string, opts Options) (*bpeModel
 			m.unkID = id
 		case m.unkReachable():
 			// Hugging Face loads this file but fails every encode that needs the unknown token.
-			return nil, spec.Unsupported(path+".unk_token", "unk_token %q missing from the vocabulary (Hugging Face fails at encode time)", *unkToken)
+			return nil, tokjson.Unsupported(path+".unk_token", "unk_token %q missing from the vocabulary (Hugging Face fails at encode time)", *unkToken)
 		}
 	}
 	if m.chunkable() {
@@ -143,14 +143,14 @@ func (m *bpeModel) buildMerges(pairs [][2]string, path string) (irregular bool, 
 		a, b := p[0], p[1]
 		aID, ok := m.vocab[a]
 		if !ok {
-			return false, spec.Invalid(fmt.Sprintf("%s[%d]", path, rank), "%q: %w", a, ErrTokenNotInVocab)
+			return false, tokjson.Invalid(fmt.Sprintf("%s[%d]", path, rank), "%q: %w", a, ErrTokenNotInVocab)
 		}
 		bID, ok := m.vocab[b]
 		if !ok {
-			return false, spec.Invalid(fmt.Sprintf("%s[%d]", path, rank), "%q: %w", b, ErrTokenNotInVocab)
+			return false, tokjson.Invalid(fmt.Sprintf("%s[%d]", path, rank), "%q: %w", b, ErrTokenNotInVocab)
 		}
 		if len(b) < len(m.prefix) {
-			return false, spec.Invalid(fmt.Sprintf("%s[%d]", path, rank), "%q shorter than continuing_subword_prefix: %w", b, ErrBadMerge)
+			return false, tokjson.Invalid(fmt.Sprintf("%s[%d]", path, rank), "%q shorter than continuing_subword_prefix: %w", b, ErrBadMerge)
 		}
 		if len(b) == len(m.prefix) {
 			irregular = true
@@ -158,7 +158,7 @@ func (m *bpeModel) buildMerges(pairs [][2]string, path string) (irregular bool, 
 		buf = append(append(buf[:0], a...), b[len(m.prefix):]...)
 		newID, ok := m.vocab[string(buf)]
 		if !ok {
-			return false, spec.Invalid(fmt.Sprintf("%s[%d]", path, rank), "merged %q: %w", buf, ErrTokenNotInVocab)
+			return false, tokjson.Invalid(fmt.Sprintf("%s[%d]", path, rank), "merged %q: %w", buf, ErrTokenNotInVocab)
 		}
 		m.merges.put(aID, bID, uint32(rank), newID)
 		if newID <= prevID {
@@ -219,7 +219,7 @@ func decodeMerges(raw json.RawMessage, path string) ([][2]string, error) {
 		err = sc.end()
 	}
 	if err != nil {
-		return nil, spec.Invalid(path, "%w", err)
+		return nil, tokjson.Invalid(path, "%w", err)
 	}
 	return out, nil
 }
@@ -232,7 +232,7 @@ func (m *bpeModel) buildCharTables() {
 		for v := range 4 {
 			first, last := v&1 == 0, v&2 != 0
 			for b := range 256 {
-				key = m.appendKey(key[:0], string(spec.ByteToRune[b]), first, last)
+				key = m.appendKey(key[:0], string(tokjson.ByteToRune[b]), first, last)
 				id, ok := m.vocab[string(key)]
 				if !ok {
 					id = -1
@@ -581,7 +581,7 @@ func (e *bpeEncoder) initSymbols(word string) {
 func (e *bpeEncoder) appendFallback(char string, first, last bool) bool {
 	m := e.m
 	if m.byteLevel {
-		e.key = m.appendKey(e.key[:0], string(spec.ByteToRune[char[0]]), first, last)
+		e.key = m.appendKey(e.key[:0], string(tokjson.ByteToRune[char[0]]), first, last)
 	} else {
 		e.key = m.appendKey(e.key[:0], char, first, last)
 	}

@@ -4,7 +4,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // wordEncoder tokenizes one non-empty word into a slice valid until its next call.
@@ -43,7 +43,7 @@ func (c *cachedEncoder) Encode(word string, dst []int32) []int32 {
 // appendByteLevel appends the GPT-2 byte-level form of raw (each byte as its ByteToRune, UTF-8 encoded).
 func appendByteLevel(dst []byte, raw string) []byte {
 	for i := 0; i < len(raw); i++ {
-		dst = utf8.AppendRune(dst, spec.ByteToRune[raw[i]])
+		dst = utf8.AppendRune(dst, tokjson.ByteToRune[raw[i]])
 	}
 	return dst
 }

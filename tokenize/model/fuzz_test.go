@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // fuzzSeeds are words that reach every branch: unknown characters, invalid UTF-8, long runs, metaspace runs.
@@ -31,7 +31,7 @@ func FuzzBPEByteLevel(f *testing.F) {
 			if !ok {
 				t.Fatalf("id %d has no token", id)
 			}
-			b, ok := spec.ByteLevelDecode(tok)
+			b, ok := tokjson.ByteLevelDecode(tok)
 			if !ok {
 				t.Fatalf("token %q is not byte-level", tok)
 			}

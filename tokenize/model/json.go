@@ -8,7 +8,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // A small strict JSON reader for the large parts of a model (vocabularies of 10⁵–10⁶ entries, merge lists):
@@ -337,7 +337,7 @@ func objectFields(raw []byte, path string) (map[string]json.RawMessage, error) {
 		err = s.end()
 	}
 	if err != nil {
-		return nil, spec.Invalid(path, "%v", err)
+		return nil, tokjson.Invalid(path, "%v", err)
 	}
 	return fields, nil
 }
@@ -349,7 +349,7 @@ func decodeField(fields map[string]json.RawMessage, name, path string, v any) er
 		return nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return spec.Invalid(path+"."+name, "%v", err)
+		return tokjson.Invalid(path+"."+name, "%v", err)
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // Compile-time checks that every model satisfies Model.
@@ -18,7 +18,7 @@ var (
 
 func fromJSON(raw json.RawMessage, path string, opts Options) (Model, error) {
 	if isNull(raw) {
-		return nil, spec.Invalid(path, "%w", ErrMissingField)
+		return nil, tokjson.Invalid(path, "%w", ErrMissingField)
 	}
 	f, err := objectFields(raw, path)
 	if err != nil {
@@ -41,7 +41,7 @@ func fromJSON(raw json.RawMessage, path string, opts Options) (Model, error) {
 	case "Unigram":
 		return asModel(loadUnigram(f, path, opts))
 	default:
-		return nil, spec.Unsupported(path+".type", "model type %q", *typ)
+		return nil, tokjson.Unsupported(path+".type", "model type %q", *typ)
 	}
 }
 
@@ -62,12 +62,12 @@ func fromUntagged(f map[string]json.RawMessage, path string, opts Options) (Mode
 	var errs []string
 	for _, v := range variants {
 		m, err := v.load()
-		if err == nil || errors.Is(err, spec.ErrUnsupported) {
+		if err == nil || errors.Is(err, tokjson.ErrUnsupported) {
 			return m, err
 		}
 		errs = append(errs, v.name+": "+err.Error())
 	}
-	return nil, spec.Invalid(path, "model without \"type\" matches no variant (%s)", strings.Join(errs, "; "))
+	return nil, tokjson.Invalid(path, "model without \"type\" matches no variant (%s)", strings.Join(errs, "; "))
 }
 
 // asModel turns a loader's result into a Model, never a non-nil interface holding a nil pointer.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 func TestSerdeFloat(t *testing.T) {
@@ -117,12 +117,12 @@ func TestFromJSONErrors(t *testing.T) {
 			if m != nil {
 				t.Errorf("non-nil model %T with error", m)
 			}
-			if got := errors.Is(err, spec.ErrUnsupported); got != tc.unsupported {
+			if got := errors.Is(err, tokjson.ErrUnsupported); got != tc.unsupported {
 				t.Errorf("errors.Is(ErrUnsupported) = %v: %v", got, err)
 			}
-			var inv *spec.InvalidError
+			var inv *tokjson.InvalidError
 			if !tc.unsupported && !errors.As(err, &inv) {
-				t.Errorf("not a spec.InvalidError: %v", err)
+				t.Errorf("not a tokjson.InvalidError: %v", err)
 			}
 			if !strings.Contains(err.Error(), tc.path) {
 				t.Errorf("error %q does not name %s", err, tc.path)

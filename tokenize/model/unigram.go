@@ -6,7 +6,7 @@ import (
 	"math"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // unkPenalty is subtracted from the lowest piece score to score an unknown character (K_UNK_PENALTY).
@@ -42,10 +42,10 @@ func loadUnigram(f map[string]json.RawMessage, path string, opts Options) (*unig
 		}
 	}
 	if typ != nil && *typ != "Unigram" {
-		return nil, spec.Invalid(path+".type", "%q is not Unigram", *typ)
+		return nil, tokjson.Invalid(path+".type", "%q is not Unigram", *typ)
 	}
 	if isNull(f["vocab"]) {
-		return nil, spec.Invalid(path+".vocab", "%w", ErrMissingField)
+		return nil, tokjson.Invalid(path+".vocab", "%w", ErrMissingField)
 	}
 	m := &unigramModel{
 		byteFallback: byteFallback != nil && *byteFallback,
@@ -59,10 +59,10 @@ func loadUnigram(f map[string]json.RawMessage, path string, opts Options) (*unig
 		minScore = min(minScore, sc)
 	}
 	if unkID == nil {
-		return nil, spec.Unsupported(path+".unk_id", "null unk_id (Hugging Face fails on any unknown character)")
+		return nil, tokjson.Unsupported(path+".unk_id", "null unk_id (Hugging Face fails on any unknown character)")
 	}
 	if *unkID < 0 || *unkID >= int64(len(m.pieces)) {
-		return nil, spec.Invalid(path+".unk_id", "%d outside the %d pieces: %w", *unkID, len(m.pieces), ErrBadID)
+		return nil, tokjson.Invalid(path+".unk_id", "%d outside the %d pieces: %w", *unkID, len(m.pieces), ErrBadID)
 	}
 	m.unkID = int32(*unkID)
 	m.unkScore = minScore - unkPenalty
@@ -114,7 +114,7 @@ func (m *unigramModel) decodeVocab(raw json.RawMessage, path string) error {
 		err = sc.end()
 	}
 	if err != nil {
-		return spec.Invalid(path, "%w", err)
+		return tokjson.Invalid(path, "%w", err)
 	}
 	return nil
 }

@@ -8,10 +8,10 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
-// Sentinel errors, wrapped (errors.Is) by the spec.InvalidError / spec.UnsupportedError values that FromJSON
+// Sentinel errors, wrapped (errors.Is) by the tokjson.InvalidError / tokjson.UnsupportedError values that FromJSON
 // returns.
 var (
 	// ErrTokenNotInVocab: a merge or special token names a string the vocabulary lacks.
@@ -32,7 +32,7 @@ const maxID = math.MaxInt32
 // decodeVocabMap reads a `vocab` object (token → id). Later duplicates of a key win, as in serde's map.
 func decodeVocabMap(raw json.RawMessage, path string) (map[string]int32, error) {
 	if isNull(raw) {
-		return nil, spec.Invalid(path, "%w", ErrMissingField)
+		return nil, tokjson.Invalid(path, "%w", ErrMissingField)
 	}
 	sc := &scanner{data: raw}
 	out := make(map[string]int32, len(raw)/24)
@@ -47,7 +47,7 @@ func decodeVocabMap(raw json.RawMessage, path string) (map[string]int32, error) 
 		case !ok:
 			return fmt.Errorf("token %q: id %s: %w", key, num, ErrBadID)
 		case id > maxID:
-			bad = spec.Unsupported(path, "id %d of token %q (above 2^31-1)", id, key)
+			bad = tokjson.Unsupported(path, "id %d of token %q (above 2^31-1)", id, key)
 			return bad
 		}
 		out[string(key)] = int32(id)
@@ -60,7 +60,7 @@ func decodeVocabMap(raw json.RawMessage, path string) (map[string]int32, error) 
 		return nil, bad
 	}
 	if err != nil {
-		return nil, spec.Invalid(path, "%w", err)
+		return nil, tokjson.Invalid(path, "%w", err)
 	}
 	return out, nil
 }
@@ -283,7 +283,7 @@ func satAdd(a, b int) int {
 	return int(min(max(s, lo), hi))
 }
 
-// isNull reports whether raw is absent or the JSON literal null. (spec.IsNull indexes raw[len(raw)-4:] and
+// isNull reports whether raw is absent or the JSON literal null. (tokjson.IsNull indexes raw[len(raw)-4:] and
 // panics on values shorter than four bytes such as `0`, so this package keeps its own.)
 func isNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)

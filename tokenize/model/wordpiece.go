@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // wordPieceModel: greedy longest-match-first from the left; a word with any unmatched position, or longer than
@@ -34,15 +34,15 @@ func loadWordPiece(f map[string]json.RawMessage, path string, opts Options) (*wo
 		}
 	}
 	if typ != nil && *typ != "WordPiece" {
-		return nil, spec.Invalid(path+".type", "%q is not WordPiece", *typ)
+		return nil, tokjson.Invalid(path+".type", "%q is not WordPiece", *typ)
 	}
 	switch {
 	case unkToken == nil:
-		return nil, spec.Invalid(path+".unk_token", "%w", ErrMissingField)
+		return nil, tokjson.Invalid(path+".unk_token", "%w", ErrMissingField)
 	case prefix == nil:
-		return nil, spec.Invalid(path+".continuing_subword_prefix", "%w", ErrMissingField)
+		return nil, tokjson.Invalid(path+".continuing_subword_prefix", "%w", ErrMissingField)
 	case maxChars == nil:
-		return nil, spec.Invalid(path+".max_input_chars_per_word", "%w", ErrMissingField)
+		return nil, tokjson.Invalid(path+".max_input_chars_per_word", "%w", ErrMissingField)
 	}
 	vocab, err := decodeVocabMap(f["vocab"], path+".vocab")
 	if err != nil {
@@ -50,7 +50,7 @@ func loadWordPiece(f map[string]json.RawMessage, path string, opts Options) (*wo
 	}
 	unk, ok := vocab[*unkToken]
 	if !ok {
-		return nil, spec.Unsupported(path+".unk_token", "unk_token %q missing from the vocabulary (Hugging Face fails at encode time)", *unkToken)
+		return nil, tokjson.Unsupported(path+".unk_token", "unk_token %q missing from the vocabulary (Hugging Face fails at encode time)", *unkToken)
 	}
 	m := &wordPieceModel{
 		vocab:    vocab,
@@ -145,10 +145,10 @@ func loadWordLevel(f map[string]json.RawMessage, path string, opts Options) (*wo
 		return nil, err
 	}
 	if typ != nil && *typ != "WordLevel" {
-		return nil, spec.Invalid(path+".type", "%q is not WordLevel", *typ)
+		return nil, tokjson.Invalid(path+".type", "%q is not WordLevel", *typ)
 	}
 	if unkToken == nil {
-		return nil, spec.Invalid(path+".unk_token", "%w", ErrMissingField)
+		return nil, tokjson.Invalid(path+".unk_token", "%w", ErrMissingField)
 	}
 	vocab, err := decodeVocabMap(f["vocab"], path+".vocab")
 	if err != nil {
@@ -156,7 +156,7 @@ func loadWordLevel(f map[string]json.RawMessage, path string, opts Options) (*wo
 	}
 	unk, ok := vocab[*unkToken]
 	if !ok {
-		return nil, spec.Unsupported(path+".unk_token", "unk_token %q missing from the vocabulary (Hugging Face fails at encode time)", *unkToken)
+		return nil, tokjson.Unsupported(path+".unk_token", "unk_token %q missing from the vocabulary (Hugging Face fails at encode time)", *unkToken)
 	}
 	m := &wordLevelModel{vocab: vocab, unkID: unk, opts: opts}
 	m.reverse, _ = newReverseVocab(vocab)

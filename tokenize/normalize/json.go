@@ -3,7 +3,7 @@ package normalize
 import (
 	"encoding/json"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // JSON shapes of the normalizers. Pointers tell a missing field (an error in HF too) from a zero value.
@@ -16,8 +16,8 @@ type (
 		Right *bool `json:"strip_right"`
 	}
 	replaceJSON struct {
-		Pattern *spec.Pattern `json:"pattern"`
-		Content *string       `json:"content"`
+		Pattern *tokjson.Pattern `json:"pattern"`
+		Content *string          `json:"content"`
 	}
 	prependJSON struct {
 		Prepend *string `json:"prepend"`
@@ -34,27 +34,27 @@ type (
 )
 
 func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
-	if spec.IsNull(raw) {
+	if tokjson.IsNull(raw) {
 		return nil, nil
 	}
-	typ, err := spec.TypeOf(raw, path)
+	typ, err := tokjson.TypeOf(raw, path)
 	if err != nil {
 		return nil, err
 	}
 	switch typ {
 	case "Sequence":
 		var v sequenceJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.Normalizers == nil {
-			return nil, spec.Missing(path, "normalizers")
+			return nil, tokjson.Missing(path, "normalizers")
 		}
 		seq := make(sequence, 0, len(*v.Normalizers))
 		for i, elem := range *v.Normalizers {
-			p := spec.Index(path, "normalizers", i)
-			if spec.IsNull(elem) {
-				return nil, spec.Invalid(p, "null normalizer")
+			p := tokjson.Index(path, "normalizers", i)
+			if tokjson.IsNull(elem) {
+				return nil, tokjson.Invalid(p, "null normalizer")
 			}
 			n, err := fromJSON(elem, p)
 			if err != nil {
@@ -85,40 +85,40 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 		return byteLevel{}, nil
 	case "Strip":
 		var v stripJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.Left == nil {
-			return nil, spec.Missing(path, "strip_left")
+			return nil, tokjson.Missing(path, "strip_left")
 		}
 		if v.Right == nil {
-			return nil, spec.Missing(path, "strip_right")
+			return nil, tokjson.Missing(path, "strip_right")
 		}
 		return strip{left: *v.Left, right: *v.Right}, nil
 	case "Replace":
 		var v replaceJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.Pattern == nil {
-			return nil, spec.Missing(path, "pattern")
+			return nil, tokjson.Missing(path, "pattern")
 		}
 		if v.Content == nil {
-			return nil, spec.Missing(path, "content")
+			return nil, tokjson.Missing(path, "content")
 		}
 		return newReplace(*v.Pattern, *v.Content, path)
 	case "Prepend":
 		var v prependJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		if v.Prepend == nil {
-			return nil, spec.Missing(path, "prepend")
+			return nil, tokjson.Missing(path, "prepend")
 		}
 		return prepend{prefix: *v.Prepend}, nil
 	case "BertNormalizer":
 		var v bertJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		for _, f := range []struct {
@@ -126,7 +126,7 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 			v    *bool
 		}{{"clean_text", v.CleanText}, {"handle_chinese_chars", v.HandleChineseChars}, {"lowercase", v.Lowercase}} {
 			if f.v == nil {
-				return nil, spec.Missing(path, f.name)
+				return nil, tokjson.Missing(path, f.name)
 			}
 		}
 		n := &bert{clean: *v.CleanText, chinese: *v.HandleChineseChars, lower: *v.Lowercase}
@@ -137,7 +137,7 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 		return n, nil
 	case "Precompiled":
 		var v precompiledJSON
-		if err := spec.Decode(raw, path, &v); err != nil {
+		if err := tokjson.Decode(raw, path, &v); err != nil {
 			return nil, err
 		}
 		// HF refuses a missing, null or empty charsmap; SentencePiece reads it as "no normalization", and so do we.
@@ -146,31 +146,31 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 		}
 		data, err := decodeCharsmap(*v.Charsmap)
 		if err != nil {
-			return nil, spec.Invalid(path+".precompiled_charsmap", "base64: %v", err)
+			return nil, tokjson.Invalid(path+".precompiled_charsmap", "base64: %v", err)
 		}
 		p, err := newPrecompiled(data)
 		if err != nil {
-			return nil, spec.Invalid(path+".precompiled_charsmap", "%w", err)
+			return nil, tokjson.Invalid(path+".precompiled_charsmap", "%w", err)
 		}
 		return p, nil
 	default:
-		return nil, spec.Unsupported(path, "normalizer type %q", typ)
+		return nil, tokjson.Unsupported(path, "normalizer type %q", typ)
 	}
 }
 
 // newReplace builds a Replace normalizer from its pattern (exactly one of String and Regex).
-func newReplace(pat spec.Pattern, content, path string) (*replace, error) {
+func newReplace(pat tokjson.Pattern, content, path string) (*replace, error) {
 	switch {
 	case pat.String != nil && pat.Regex != nil:
-		return nil, spec.Invalid(path+".pattern", "both String and Regex")
+		return nil, tokjson.Invalid(path+".pattern", "both String and Regex")
 	case pat.String != nil:
 		return &replace{literal: *pat.String, content: content}, nil
 	case pat.Regex != nil:
-		re, err := spec.CompileOniguruma(*pat.Regex, path+".pattern")
+		re, err := tokjson.CompileOniguruma(*pat.Regex, path+".pattern")
 		if err != nil {
 			return nil, err
 		}
 		return &replace{re: re, content: content, run: parseRunPattern(*pat.Regex)}, nil
 	}
-	return nil, spec.Invalid(path+".pattern", "neither String nor Regex")
+	return nil, tokjson.Invalid(path+".pattern", "neither String nor Regex")
 }

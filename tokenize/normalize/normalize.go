@@ -28,7 +28,7 @@ type Normalizer interface {
 
 // FromJSON builds the normalizer described by raw (the `normalizer` field of tokenizer.json, or an element of a
 // Sequence); path is its JSON path for error messages. A null or absent raw gives (nil, nil).
-// An unknown type or option is a *spec.UnsupportedError naming path.
+// An unknown type or option is a *tokjson.UnsupportedError naming path.
 func FromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 	return fromJSON(raw, path)
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // fixtures is ../shared/fixtures beside the repository root.
@@ -307,14 +307,14 @@ func TestFromJSONErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("FromJSON(%s) = %T, want an error", tc.json, n)
 			}
-			var ue *spec.UnsupportedError
-			var ie *spec.InvalidError
+			var ue *tokjson.UnsupportedError
+			var ie *tokjson.InvalidError
 			switch {
 			case tc.unsupported && errors.As(err, &ue):
 				if ue.Path != tc.path {
 					t.Errorf("path %q, want %q (%v)", ue.Path, tc.path, err)
 				}
-				if !errors.Is(err, spec.ErrUnsupported) {
+				if !errors.Is(err, tokjson.ErrUnsupported) {
 					t.Errorf("errors.Is(%v, ErrUnsupported) = false", err)
 				}
 			case !tc.unsupported && errors.As(err, &ie):

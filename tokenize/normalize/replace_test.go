@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // TestRunPattern checks the regexp2-free path for repeated-character regexes against regexp2 itself.
@@ -17,7 +17,7 @@ func TestRunPattern(t *testing.T) {
 		if rp == nil {
 			t.Fatalf("parseRunPattern(%q) = nil", pattern)
 		}
-		re, err := spec.CompileOniguruma(pattern, "p")
+		re, err := tokjson.CompileOniguruma(pattern, "p")
 		if err != nil {
 			t.Fatal(err)
 		}

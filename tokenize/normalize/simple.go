@@ -4,7 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // sequence applies its normalizers in order.
@@ -197,7 +197,7 @@ func (byteLevel) Normalize(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) * 2)
 	for i := 0; i < len(s); i++ {
-		b.WriteRune(spec.ByteToRune[s[i]])
+		b.WriteRune(tokjson.ByteToRune[s[i]])
 	}
 	return b.String()
 }

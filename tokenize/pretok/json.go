@@ -5,7 +5,7 @@ import (
 	"errors"
 	"unicode/utf8"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 // step is one pre-tokenizer of the pipeline once nested Sequences are flattened (a Sequence applies each of
@@ -17,7 +17,7 @@ type step struct {
 }
 
 func fromJSON(raw json.RawMessage, path string) (PreTokenizer, Info, error) {
-	if spec.IsNull(raw) {
+	if tokjson.IsNull(raw) {
 		return nil, Info{}, nil
 	}
 	var steps []step
@@ -30,7 +30,7 @@ func fromJSON(raw json.RawMessage, path string) (PreTokenizer, Info, error) {
 		last := i == len(steps)-1
 		if st.typ == "ByteLevel" {
 			if !last {
-				return nil, Info{}, spec.Unsupported(st.path, "ByteLevel before other pre-tokenizers "+
+				return nil, Info{}, tokjson.Unsupported(st.path, "ByteLevel before other pre-tokenizers "+
 					"(words are kept as raw bytes and the model maps them to the byte-level alphabet, "+
 					"so ByteLevel must be the last pre-tokenizer)")
 			}
@@ -55,10 +55,10 @@ func fromJSON(raw json.RawMessage, path string) (PreTokenizer, Info, error) {
 }
 
 func flatten(raw json.RawMessage, path string, out *[]step) error {
-	if spec.IsNull(raw) {
-		return spec.Invalid(path, "null pre-tokenizer")
+	if tokjson.IsNull(raw) {
+		return tokjson.Invalid(path, "null pre-tokenizer")
 	}
-	typ, err := spec.TypeOf(raw, path)
+	typ, err := tokjson.TypeOf(raw, path)
 	if err != nil {
 		return err
 	}
@@ -69,14 +69,14 @@ func flatten(raw json.RawMessage, path string, out *[]step) error {
 	var seq struct {
 		PreTokenizers *[]json.RawMessage `json:"pretokenizers"`
 	}
-	if err := spec.Decode(raw, path, &seq); err != nil {
+	if err := tokjson.Decode(raw, path, &seq); err != nil {
 		return err
 	}
 	if seq.PreTokenizers == nil {
-		return spec.Invalid(path, `missing field "pretokenizers"`)
+		return tokjson.Invalid(path, `missing field "pretokenizers"`)
 	}
 	for i, r := range *seq.PreTokenizers {
-		if err := flatten(r, spec.Index(path, "pretokenizers", i), out); err != nil {
+		if err := flatten(r, tokjson.Index(path, "pretokenizers", i), out); err != nil {
 			return err
 		}
 	}
@@ -86,21 +86,21 @@ func flatten(raw json.RawMessage, path string, out *[]step) error {
 // oneChar checks a JSON char field (serde: a string of exactly one character).
 func oneChar(path, field string, v *string) (string, error) {
 	if v == nil {
-		return "", spec.Missing(path, field)
+		return "", tokjson.Missing(path, field)
 	}
 	if utf8.RuneCountInString(*v) != 1 {
-		return "", spec.Invalid(path, "%s must be one character, got %q", field, *v)
+		return "", tokjson.Invalid(path, "%s must be one character, got %q", field, *v)
 	}
 	return *v, nil
 }
 
 func parseBehavior(path string, v *string) (behavior, error) {
 	if v == nil {
-		return 0, spec.Missing(path, "behavior")
+		return 0, tokjson.Missing(path, "behavior")
 	}
 	b, ok := behaviorNames[*v]
 	if !ok {
-		return 0, spec.Unsupported(path, "split behavior %q", *v)
+		return 0, tokjson.Unsupported(path, "split behavior %q", *v)
 	}
 	return b, nil
 }
@@ -116,14 +116,14 @@ func build(st step) (splitter, error) {
 			TrimOffsets    *bool `json:"trim_offsets"` // offsets only
 			UseRegex       *bool `json:"use_regex"`
 		}
-		if err := spec.Decode(st.raw, path, &c); err != nil {
+		if err := tokjson.Decode(st.raw, path, &c); err != nil {
 			return nil, err
 		}
 		if c.AddPrefixSpace == nil {
-			return nil, spec.Missing(path, "add_prefix_space")
+			return nil, tokjson.Missing(path, "add_prefix_space")
 		}
 		if c.TrimOffsets == nil {
-			return nil, spec.Missing(path, "trim_offsets")
+			return nil, tokjson.Missing(path, "trim_offsets")
 		}
 		b := &byteLevel{prefixSpace: *c.AddPrefixSpace, useRegex: c.UseRegex == nil || *c.UseRegex}
 		if !b.prefixSpace && !b.useRegex {
@@ -133,18 +133,18 @@ func build(st step) (splitter, error) {
 
 	case "Split":
 		var c struct {
-			Pattern  *spec.Pattern `json:"pattern"`
-			Behavior *string       `json:"behavior"`
-			Invert   *bool         `json:"invert"`
+			Pattern  *tokjson.Pattern `json:"pattern"`
+			Behavior *string          `json:"behavior"`
+			Invert   *bool            `json:"invert"`
 		}
-		if err := spec.Decode(st.raw, path, &c); err != nil {
+		if err := tokjson.Decode(st.raw, path, &c); err != nil {
 			return nil, err
 		}
 		if c.Pattern == nil {
-			return nil, spec.Missing(path, "pattern")
+			return nil, tokjson.Missing(path, "pattern")
 		}
 		if c.Invert == nil {
-			return nil, spec.Missing(path, "invert")
+			return nil, tokjson.Missing(path, "invert")
 		}
 		beh, err := parseBehavior(path, c.Behavior)
 		if err != nil {
@@ -163,7 +163,7 @@ func build(st step) (splitter, error) {
 			PrependScheme  *string `json:"prepend_scheme"`
 			Split          *bool   `json:"split"`
 		}
-		if err := spec.Decode(st.raw, path, &c); err != nil {
+		if err := tokjson.Decode(st.raw, path, &c); err != nil {
 			return nil, err
 		}
 		repl, err := oneChar(path, "replacement", c.Replacement)
@@ -180,12 +180,12 @@ func build(st step) (splitter, error) {
 			case "never":
 				m.scheme = prependNever
 			default:
-				return nil, spec.Unsupported(path, "prepend_scheme %q", *c.PrependScheme)
+				return nil, tokjson.Unsupported(path, "prepend_scheme %q", *c.PrependScheme)
 			}
 		}
 		if c.AddPrefixSpace != nil && !*c.AddPrefixSpace {
 			if m.scheme != prependNever {
-				return nil, spec.Invalid(path, "add_prefix_space false does not match prepend_scheme")
+				return nil, tokjson.Invalid(path, "add_prefix_space false does not match prepend_scheme")
 			}
 		}
 		return m, nil
@@ -203,11 +203,11 @@ func build(st step) (splitter, error) {
 		var c struct {
 			IndividualDigits *bool `json:"individual_digits"`
 		}
-		if err := spec.Decode(st.raw, path, &c); err != nil {
+		if err := tokjson.Decode(st.raw, path, &c); err != nil {
 			return nil, err
 		}
 		if c.IndividualDigits == nil {
-			return nil, spec.Missing(path, "individual_digits")
+			return nil, tokjson.Missing(path, "individual_digits")
 		}
 		if *c.IndividualDigits {
 			return &patternSplit{pat: charClass(cNum), beh: isolated}, nil
@@ -218,7 +218,7 @@ func build(st step) (splitter, error) {
 		var c struct {
 			Behavior *string `json:"behavior"`
 		}
-		if err := spec.Decode(st.raw, path, &c); err != nil {
+		if err := tokjson.Decode(st.raw, path, &c); err != nil {
 			return nil, err
 		}
 		beh := isolated
@@ -234,7 +234,7 @@ func build(st step) (splitter, error) {
 		var c struct {
 			Delimiter *string `json:"delimiter"`
 		}
-		if err := spec.Decode(st.raw, path, &c); err != nil {
+		if err := tokjson.Decode(st.raw, path, &c); err != nil {
 			return nil, err
 		}
 		d, err := oneChar(path, "delimiter", c.Delimiter)
@@ -247,7 +247,7 @@ func build(st step) (splitter, error) {
 		var c struct {
 			Length *int `json:"length"`
 		}
-		if err := spec.Decode(st.raw, path, &c); err != nil {
+		if err := tokjson.Decode(st.raw, path, &c); err != nil {
 			return nil, err
 		}
 		n := 5
@@ -255,22 +255,22 @@ func build(st step) (splitter, error) {
 			n = *c.Length
 		}
 		if n <= 0 {
-			return nil, spec.Invalid(path, "length must be positive, got %d", n)
+			return nil, tokjson.Invalid(path, "length must be positive, got %d", n)
 		}
 		return &fixedLength{n: n}, nil
 
 	case "UnicodeScripts":
 		return unicodeScripts{}, nil
 	}
-	return nil, spec.Unsupported(path, "pre-tokenizer type %q", st.typ)
+	return nil, tokjson.Unsupported(path, "pre-tokenizer type %q", st.typ)
 }
 
 // buildPattern picks the matcher of a Split pattern: a hand-written scanner for the known regexes, the general
 // engine for other regexes, a substring search for strings.
-func buildPattern(path string, p *spec.Pattern) (matcher, error) {
+func buildPattern(path string, p *tokjson.Pattern) (matcher, error) {
 	switch {
 	case p.String != nil && p.Regex != nil, p.String == nil && p.Regex == nil:
-		return nil, spec.Invalid(path+".pattern", "want exactly one of String and Regex")
+		return nil, tokjson.Invalid(path+".pattern", "want exactly one of String and Regex")
 	case p.String != nil && *p.String != "":
 		return literal(*p.String), nil
 	}
@@ -284,9 +284,9 @@ func buildPattern(path string, p *spec.Pattern) (matcher, error) {
 	re, err := compileRegex(src) // also the empty String pattern: Oniguruma's empty regex
 	if err != nil {
 		if errors.Is(err, errInvalidSyntax) {
-			return nil, spec.Invalid(path+".pattern", "%v", err)
+			return nil, tokjson.Invalid(path+".pattern", "%v", err)
 		}
-		return nil, spec.Unsupported(path+".pattern", "regex %q: %v", src, err)
+		return nil, tokjson.Unsupported(path+".pattern", "regex %q: %v", src, err)
 	}
 	return re, nil
 }

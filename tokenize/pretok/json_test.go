@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gload/gload/tokenize/spec"
+	"github.com/gload/gload/tokenize/tokjson"
 )
 
 func TestFromJSONNull(t *testing.T) {
@@ -24,7 +24,7 @@ func TestFromJSONErrors(t *testing.T) {
 	tests := []struct {
 		name        string
 		raw         string
-		unsupported bool   // spec.ErrUnsupported, else spec.InvalidError
+		unsupported bool   // tokjson.ErrUnsupported, else tokjson.InvalidError
 		path        string // JSON path the message must name
 		mention     string // and a word it must hold
 	}{
@@ -70,12 +70,12 @@ func TestFromJSONErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if got := errors.Is(err, spec.ErrUnsupported); got != tc.unsupported {
-				t.Errorf("errors.Is(err, spec.ErrUnsupported) = %v, want %v: %v", got, tc.unsupported, err)
+			if got := errors.Is(err, tokjson.ErrUnsupported); got != tc.unsupported {
+				t.Errorf("errors.Is(err, tokjson.ErrUnsupported) = %v, want %v: %v", got, tc.unsupported, err)
 			}
-			var inv *spec.InvalidError
+			var inv *tokjson.InvalidError
 			if !tc.unsupported && !errors.As(err, &inv) {
-				t.Errorf("want a spec.InvalidError, got %T: %v", err, err)
+				t.Errorf("want a tokjson.InvalidError, got %T: %v", err, err)
 			}
 			msg := err.Error()
 			if !strings.Contains(msg, tc.path+":") || !strings.Contains(msg, tc.mention) {

@@ -9,7 +9,7 @@
 // for Oniguruma and Rust, an older table for BERT punctuation — measured by testdata/gen_tables.py into
 // tables_gen.go, not Go's Unicode 15 tables. Other regexes run on regexp2 after a translation from Oniguruma's
 // syntax; regex.go lists what it rewrites, what it refuses and the differences left. A ByteLevel that is not the
-// last pre-tokenizer is refused with spec.ErrUnsupported.
+// last pre-tokenizer is refused with tokjson.ErrUnsupported.
 //
 // # Caveats
 //

@@ -1,4 +1,4 @@
-// Package build is the `gload tokenize` pipeline: corpus records are read by one goroutine, extracted and
+// Package pipeline is the `gload tokenize` pipeline: corpus records are read by one goroutine, extracted and
 // tokenized by N workers, and written in input order into dataset shards, so the output is byte-identical for any
 // number of workers. Shards are written under temporary names and renamed when complete; the dataset metadata is
 // written last, so a run killed at any moment never leaves something that looks like a complete dataset, and
@@ -6,7 +6,7 @@
 //
 // It must not know how shards are laid out on disk (package loader/dataset does) nor how files are parsed
 // (package corpus does).
-package build
+package pipeline
 
 import (
 	"fmt"

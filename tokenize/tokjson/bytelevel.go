@@ -1,4 +1,4 @@
-package spec
+package tokjson
 
 // GPT-2's byte-to-unicode table (bytes_to_unicode in Hugging Face tokenizers' ByteLevel): printable bytes map to
 // themselves, the other 68 byte values map to U+0100 onwards in byte order.

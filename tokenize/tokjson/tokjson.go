@@ -1,8 +1,8 @@
-// Package spec holds what every part of the tokenizer.json decoder shares: the error types that name a
+// Package tokjson holds what every part of the tokenizer.json decoder shares: the error types that name a
 // component by its JSON path, and small helpers for typed decoding of foreign JSON.
 //
 // It must not import any other gload package: normalize, pretok, model and decode all import it.
-package spec
+package tokjson
 
 import (
 	"bytes"
