@@ -8,7 +8,7 @@ BIN       := bin/gload
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export GLOAD_PYTHON := $(abspath $(PYTHON))
 
-.PHONY: all setup build build-hf demo test test-go test-hf test-py lint bench clean
+.PHONY: all setup build build-hf demo test test-go test-race test-hf test-py lint bench clean
 
 all: build
 
@@ -33,9 +33,17 @@ lint: setup
 test: lint build
 	SETUP_TEST=1 scripts/setup.sh
 	$(GO) test -count=1 ./...
+	$(MAKE) test-race
 	$(MAKE) test-py
 	SETUP_TEST=1 SETUP_HF=1 scripts/setup.sh
 	$(GO) test -count=1 -tags hftokenizers ./tokenize/...
+
+# The concurrent tokenize pipeline under the race detector (its stress test runs GOMAXPROCS above the core count
+# with background CPU load; about 45 s on 2 cores).
+test-race:
+	@echo "test-race: start $$(date -u +%T)"
+	$(GO) test -race -count=1 ./tokenize/pipeline/...
+	@echo "test-race: done $$(date -u +%T)"
 
 # The Python client (pyclient/) against a real gload serve, in the newest (.venv) and the oldest supported
 # (.venv-oldest: grpcio 1.51, protobuf 4.21, numpy 1.24) stacks. torch tests skip where torch is absent.

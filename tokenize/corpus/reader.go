@@ -204,6 +204,9 @@ func (r *Reader) Next() (Record, error) {
 	return Record{}, io.EOF
 }
 
+// FilesDone returns how many of the plan's files were read to their end.
+func (r *Reader) FilesDone() int { return r.idx }
+
 // Pos returns the position after the last record returned by Next (the
 // position Open was given before any). Opening the plan at Pos resumes with
 // the record after it.

@@ -25,6 +25,7 @@ const (
 // Stats counts what a run did. Counts are deterministic (the writer accumulates them in input order).
 type Stats struct {
 	Documents   int64            `json:"documents"`    // records read (including skipped ones)
+	Written     int64            `json:"written"`      // documents that gave at least one row
 	Rows        int64            `json:"rows"`         // rows written
 	Tokens      int64            `json:"tokens"`       // tokens written
 	InvalidUTF8 int64            `json:"invalid_utf8"` // documents with ill-formed UTF-8, replaced by U+FFFD
@@ -71,6 +72,7 @@ type item struct {
 	split   bool
 	text    int64
 	after   corpus.Position // reader position after this record
+	size    int64           // corpus.Record.Size, for the end-to-end count
 }
 
 type chunk struct {
@@ -115,6 +117,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	defer reader.Close()
 
 	w := &writer{opts: &opts, st: st, log: log}
+	rl := &readLedger{files: len(plan.Files)}
 	prog := newProgress(opts.Progress, opts.Interval, plan.TotalBytes, reader.BytesRead)
 	defer prog.stop()
 	w.prog = prog
@@ -131,9 +134,11 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		for {
 			c := &chunk{seq: seq}
 			size := 0
+			eof := false
 			for len(c.records) < chunkRecords && size < chunkBytes {
 				rec, err := reader.Next()
 				if errors.Is(err, io.EOF) {
+					eof = true
 					break
 				}
 				if err != nil {
@@ -141,6 +146,10 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 				}
 				c.records = append(c.records, rec)
 				size += len(rec.Raw)
+				rl.add(rec.File, rec.Size)
+			}
+			if eof {
+				rl.eof, rl.filesDone = true, reader.FilesDone()
 			}
 			if len(c.records) == 0 {
 				return nil
@@ -155,8 +164,12 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 			case <-gctx.Done():
 				return gctx.Err()
 			}
+			// From here on c belongs to a worker (which releases c.records): only local state decides.
+			if testHookChunkQueued != nil {
+				testHookChunkQueued()
+			}
 			seq++
-			if len(c.records) < chunkRecords && size < chunkBytes {
+			if eof {
 				return nil // the reader hit EOF inside this chunk
 			}
 		}
@@ -212,7 +225,16 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		prog.stop()
 		return sum, err
 	}
-	if err := w.finish(); err != nil {
+	if err := w.closeLast(); err != nil {
+		return sum, err
+	}
+	if testHookLedger != nil {
+		testHookLedger(rl)
+	}
+	if err := checkLedgers(rl, &w.ledger, &st.j.Stats, st.j.Shards, func(i int) string { return plan.Files[i].Path }); err != nil {
+		return sum, err
+	}
+	if err := w.markFinished(); err != nil {
 		return sum, err
 	}
 	prog.stop()
@@ -230,6 +252,7 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 	for i, rec := range c.records {
 		it := &c.items[i]
 		it.after = rec.Pos()
+		it.size = rec.Size
 		doc, skip := ex.Extract(rec)
 		if skip != nil {
 			it.skip = skip
@@ -294,7 +317,8 @@ type writer struct {
 	log   *slog.Logger
 	prog  *progress
 	cur   *dataset.ShardWriter
-	shown int // skipped documents printed so far
+	shown  int // skipped documents printed so far
+	ledger writeLedger
 }
 
 const showSkips = 5
@@ -305,6 +329,7 @@ func (w *writer) writeChunk(c *chunk) error {
 	for i := range c.items {
 		it := &c.items[i]
 		s.Documents++
+		w.ledger.add(it.after.File, it.size)
 		if it.skip != nil || it.reason != "" {
 			reason, msg := it.reason, ""
 			if it.skip != nil {
@@ -316,6 +341,7 @@ func (w *writer) writeChunk(c *chunk) error {
 				return fmt.Errorf("tokenize: %s (--strict)", msg)
 			}
 			s.skip(reason)
+			w.ledger.skip(reason)
 			if w.shown < showSkips {
 				w.log.Warn("document skipped", "reason", reason, "detail", msg)
 				w.shown++
@@ -336,6 +362,8 @@ func (w *writer) writeChunk(c *chunk) error {
 			s.Split++
 		}
 		s.InputBytes += it.text
+		s.Written++
+		w.ledger.written++
 		for _, row := range it.rows {
 			if w.cur == nil {
 				sw, err := dataset.CreateShard(o.Out, len(w.st.j.Shards), w.st.wopts)
@@ -349,6 +377,8 @@ func (w *writer) writeChunk(c *chunk) error {
 			}
 			s.Rows++
 			s.Tokens += int64(len(row))
+			w.ledger.rows++
+			w.ledger.tokens += int64(len(row))
 			w.prog.add(1, int64(len(row)))
 		}
 		w.st.j.Next = it.after
@@ -378,11 +408,16 @@ func (w *writer) closeShard() error {
 	return nil
 }
 
-// testHookShardClosed, when set by a test, runs after each shard is closed and journaled.
-var testHookShardClosed func()
+// Test hooks, set only by tests: testHookShardClosed runs after each shard is closed and journaled;
+// testHookChunkQueued runs on the reader goroutine right after it handed a chunk to the workers;
+// testHookLedger may alter the reader's ledger before the end-to-end check (to prove the check refuses).
+var (
+	testHookShardClosed, testHookChunkQueued func()
+	testHookLedger                           func(*readLedger)
+)
 
-// finish closes the last shard and marks every record as written.
-func (w *writer) finish() error {
+// closeLast closes the last shard (or writes the empty one of an empty corpus).
+func (w *writer) closeLast() error {
 	if w.cur != nil || len(w.st.j.Shards) == 0 {
 		if w.cur == nil { // an empty corpus still gives a (zero-row) dataset
 			sw, err := dataset.CreateShard(w.opts.Out, 0, w.st.wopts)
@@ -395,6 +430,11 @@ func (w *writer) finish() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// markFinished journals that every record was written; only finalize remains.
+func (w *writer) markFinished() error {
 	w.st.j.Finished = true
 	return w.st.save()
 }

@@ -17,7 +17,7 @@ import (
 // journalName is the resume journal: present only while a run is unfinished.
 const journalName = "gload.progress.json"
 
-const journalVersion = 1
+const journalVersion = 2 // 2: Stats.Written
 
 // journal records what an interrupted run had completed: its shards and where the input stands after them.
 type journal struct {
