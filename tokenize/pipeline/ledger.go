@@ -121,4 +121,3 @@ func checkLedgers(r *readLedger, w *writeLedger, stats *Stats, shards []dataset.
 	return fmt.Errorf("tokenize: the end-to-end count does not balance, so the dataset was not finalized: %s",
 		strings.Join(bad, "; "))
 }
-

@@ -312,11 +312,11 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 
 // writer appends rows to the current shard and cuts shards; it runs on one goroutine.
 type writer struct {
-	opts  *Options
-	st    *state
-	log   *slog.Logger
-	prog  *progress
-	cur   *dataset.ShardWriter
+	opts   *Options
+	st     *state
+	log    *slog.Logger
+	prog   *progress
+	cur    *dataset.ShardWriter
 	shown  int // skipped documents printed so far
 	ledger writeLedger
 }
