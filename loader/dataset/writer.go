@@ -31,6 +31,13 @@ type WriterOptions struct {
 	TokenizerHash string
 }
 
+// Check reports whether shards can be written with o (column names that are empty, repeated or input_ids are
+// refused), so a caller can refuse bad options before it creates anything.
+func (o WriterOptions) Check() error {
+	_, err := o.normalized()
+	return err
+}
+
 func (o WriterOptions) normalized() (WriterOptions, error) {
 	if o.RowsPerBatch == 0 {
 		o.RowsPerBatch = DefaultRowsPerBatch

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize"
 	"github.com/gload/gload/tokenize/corpus"
 )
@@ -80,6 +81,10 @@ func (o *Options) validate() error {
 	}
 	if o.MaxLength > 0 && o.MinLength > o.MaxLength {
 		return fmt.Errorf("tokenize: --min-length %d exceeds --max-length %d", o.MinLength, o.MaxLength)
+	}
+	// Refused here, before the output directory is made (e.g. --keep-columns input_ids).
+	if err := (dataset.WriterOptions{Columns: o.Corpus.KeepColumns}).Check(); err != nil {
+		return fmt.Errorf("tokenize: --keep-columns: %w", err)
 	}
 	if o.Workers <= 0 {
 		o.Workers = 1

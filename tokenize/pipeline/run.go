@@ -93,10 +93,18 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := checkOutOutsideInputs(opts.Out, opts.Inputs); err != nil {
+		return Summary{}, err
+	}
 	plan, err := corpus.NewPlan(opts.Inputs, opts.Corpus)
 	if err != nil {
 		return Summary{}, err
 	}
+	lock, err := lockOut(opts.Out, opts.Resume)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer lock.release()
 	st, err := prepareOut(&opts, plan)
 	if err != nil {
 		return Summary{}, err

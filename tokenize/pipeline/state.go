@@ -95,6 +95,7 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 	}
 	cfg := configHash(o, plan)
 	entries, err := os.ReadDir(o.Out)
+	entries = withoutLock(entries)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if o.Resume {
@@ -153,6 +154,17 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 	return st, nil
 }
 
+// withoutLock drops the run's own lock file from a directory listing.
+func withoutLock(entries []os.DirEntry) []os.DirEntry {
+	out := entries[:0:0]
+	for _, e := range entries {
+		if e.Name() != lockName {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // isDatasetFile reports whether a directory entry is something a gload run writes.
 func isDatasetFile(name string) bool {
 	switch name {
@@ -200,7 +212,7 @@ func removeStray(dir string, keep []dataset.ShardInfo) error {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if n == journalName || known[n] || !isDatasetFile(n) {
+		if n == journalName || n == lockName || known[n] || !isDatasetFile(n) {
 			continue
 		}
 		if strings.HasPrefix(n, "data-") && strings.HasSuffix(n, ".arrow") {
