@@ -176,11 +176,12 @@ func (c *cursor) tag() (protowire.Number, protowire.Type, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	num, typ := protowire.Number(v>>3), protowire.Type(v&7)
-	if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
-		return 0, 0, fmt.Errorf("%w: invalid field number %d", ErrProtocol, num)
+	// Compare before narrowing: protowire.Number is an int32, and a tag's
+	// number can be any 61-bit value (protobuf rejects those ≥ 2^29).
+	if n := v >> 3; n < uint64(protowire.MinValidNumber) || n > uint64(protowire.MaxValidNumber) {
+		return 0, 0, fmt.Errorf("%w: invalid field number %d", ErrProtocol, n)
 	}
-	return num, typ, nil
+	return protowire.Number(v >> 3), protowire.Type(v & 7), nil
 }
 
 // Field numbers (proto/gload.proto).

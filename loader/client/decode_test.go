@@ -213,3 +213,42 @@ func FuzzDecodeServerMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeFieldNumbers: a tag whose field number is 0 or ≥ 2^29 is an
+// error, as in protobuf, even where the number's low 32 bits look valid
+// (../shared/repro/FuzzDecodeServerMessage-c6b6863b38bf71a4 is in the corpus).
+func TestDecodeFieldNumbers(t *testing.T) {
+	good := &gloadpb.Batch{Rows: 1, Length: 1, Pieces: 1, Slot: -1, InputIds: make([]byte, 4), Lengths: make([]byte, 4), Index: make([]byte, 8)}
+	inner, _ := proto.Marshal(good)
+	for _, tc := range []struct {
+		name string
+		num  uint64
+		ok   bool
+	}{
+		{"largest valid", 1<<29 - 1, true},
+		{"2^29", 1 << 29, false},
+		{"2^32+6 (low bits are field 6)", 1<<32 + 6, false},
+		{"2^45+2", 1<<45 + 2, false},
+		{"zero", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := binary.AppendUvarint(slices.Clone(inner), tc.num<<3|0) // varint field
+			body = append(body, 1)
+			wire := append([]byte{0x12}, binary.AppendUvarint(nil, uint64(len(body)))...)
+			wire = append(wire, body...)
+			var m serverMsg
+			err := decodeServerMessage([][]byte{wire}, &blockPool{}, &m)
+			var ref gloadpb.ServerMessage
+			refErr := proto.Unmarshal(wire, &ref)
+			if (refErr == nil) != tc.ok {
+				t.Fatalf("protobuf: %v, want ok=%v", refErr, tc.ok)
+			}
+			if tc.ok && err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, ErrProtocol) {
+				t.Fatalf("decode: %v, want ErrProtocol", err)
+			}
+		})
+	}
+}
