@@ -46,7 +46,7 @@ func helper(spec string) int {
 	wait, _ := strconv.Atoi(f[3])
 	step, _ := strconv.Atoi(f[4])
 	code, _ := strconv.Atoi(f[5])
-	api, conn, err := bench.DialWatch(f[0])
+	api, conn, err := bench.DialWatch(f[0], "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2

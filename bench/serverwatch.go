@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gload/gload/loader/access"
+	"github.com/gload/gload/loader/client"
 	"github.com/gload/gload/loader/gpuwatch"
 	"github.com/gload/gload/proto/gloadpb"
 )
@@ -72,13 +74,20 @@ func grpcTarget(addr string) (string, error) {
 }
 
 // DialWatch connects to addr's API (plaintext: unix sockets and loopback)
-// for the Watch and Report RPCs, which the batch client does not wrap.
-func DialWatch(addr string) (gloadpb.LoaderClient, io.Closer, error) {
+// for the Watch and Report RPCs, which the batch client does not wrap. It
+// sends token as the bearer token ("": $GLOAD_AUTH_TOKEN or the content of
+// $GLOAD_AUTH_TOKEN_FILE, when set).
+func DialWatch(addr, token string) (gloadpb.LoaderClient, io.Closer, error) {
 	target, err := grpcTarget(addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if token == "" {
+		if token, err = access.EnvTokenValue(); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+	}
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), client.AuthDialOption(token))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -87,7 +96,7 @@ func DialWatch(addr string) (gloadpb.LoaderClient, io.Closer, error) {
 
 // run reads the Watch stream until ctx ends, reconnecting after errors.
 func (sw *serverWatch) run(ctx context.Context) {
-	api, conn, err := DialWatch(sw.addr)
+	api, conn, err := DialWatch(sw.addr, "")
 	if err != nil {
 		sw.fail(err)
 		return
@@ -105,7 +114,7 @@ func (sw *serverWatch) run(ctx context.Context) {
 
 // final takes one last report (after the command ended).
 func (sw *serverWatch) final(ctx context.Context) {
-	api, conn, err := DialWatch(sw.addr)
+	api, conn, err := DialWatch(sw.addr, "")
 	if err != nil {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gload/gload/loader/access"
 	"github.com/gload/gload/loader/gpuwatch"
 	"github.com/gload/gload/loader/shm"
 )
@@ -43,6 +44,10 @@ type Config struct {
 	// MaxClientLabels bounds the distinct client_id label values in metrics
 	// (default 64); further clients share the label "_other".
 	MaxClientLabels int
+	// AuthToken, when not empty, is the bearer token every call must carry
+	// (gRPC metadata and the /metrics HTTP header "authorization: Bearer
+	// <token>"); see package loader/access.
+	AuthToken string
 	// TLSCertFile and TLSKeyFile enable TLS (PEM files); both or neither.
 	TLSCertFile, TLSKeyFile string
 	// ShmDir is where shared-memory rings are created (default /dev/shm);
@@ -119,6 +124,11 @@ func (c Config) normalized() (Config, error) {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return c, fmt.Errorf("%w: TLS needs both a certificate and a key file", ErrConfig)
+	}
+	if c.AuthToken != "" {
+		if err := access.CheckToken(c.AuthToken); err != nil {
+			return c, fmt.Errorf("%w: auth token: %w", ErrConfig, err)
+		}
 	}
 	if c.ShmDir == "" {
 		c.ShmDir = shm.DefaultDir

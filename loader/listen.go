@@ -6,8 +6,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -77,12 +80,22 @@ func ParseAddr(s string) (Addr, error) {
 type ListenOptions struct {
 	// AllowRemote permits TCP addresses other than loopback.
 	AllowRemote bool
+	// SocketGroup, when not empty, is the group (name or numeric id) that may
+	// connect to a unix socket too: the socket gets mode 0660 and this group
+	// instead of 0600.
+	SocketGroup string
 }
 
 // Listen opens a listener on addr (see ParseAddr). Non-local addresses need
 // AllowRemote. A unix socket file left by a dead server is removed first;
 // one that a live server answers on gives ErrAddrInUse, and a path that is
 // not a socket is never removed.
+//
+// A unix socket is created with mode 0600 (0660 and SocketGroup's group with
+// SocketGroup), whatever the umask: it is bound inside a private 0700
+// directory, given its mode there and only then linked under its name, so
+// nobody else can connect in between. A missing parent directory is created
+// with mode 0700. Closing the listener removes the socket file.
 func Listen(addr string, opts ListenOptions) (net.Listener, error) {
 	a, err := ParseAddr(addr)
 	if err != nil {
@@ -92,15 +105,124 @@ func Listen(addr string, opts ListenOptions) (net.Listener, error) {
 		return nil, fmt.Errorf("%w: %s is not a unix socket or loopback address: pass --allow-remote to serve other hosts", ErrAddress, addr)
 	}
 	if a.Network == "unix" {
-		if err := removeStaleSocket(a.Address); err != nil {
-			return nil, err
-		}
+		return listenUnix(a.Address, opts.SocketGroup)
+	}
+	if opts.SocketGroup != "" {
+		return nil, fmt.Errorf("%w: %s: a socket group applies to unix sockets only", ErrAddress, addr)
 	}
 	lis, err := net.Listen(a.Network, a.Address)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	return lis, nil
+}
+
+// maxSocketPath is the longest unix socket path Linux binds (sun_path less its NUL).
+const maxSocketPath = 107
+
+// lookupGroup resolves a group name or numeric id.
+func lookupGroup(g string) (int, error) {
+	if id, err := strconv.Atoi(g); err == nil && id >= 0 {
+		return id, nil
+	}
+	gr, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, fmt.Errorf("%w: socket group %q: %w", ErrAddress, g, err)
+	}
+	id, err := strconv.Atoi(gr.Gid)
+	if err != nil {
+		return 0, fmt.Errorf("%w: socket group %q: gid %q: %w", ErrAddress, g, gr.Gid, err)
+	}
+	return id, nil
+}
+
+// listenUnix binds a unix socket at path with mode 0600, or 0660 and group.
+func listenUnix(path, group string) (net.Listener, error) {
+	url := unixURL(path)
+	mode, gid := os.FileMode(0o600), -1
+	if group != "" {
+		id, err := lookupGroup(group)
+		if err != nil {
+			return nil, err
+		}
+		mode, gid = 0o660, id
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("listen on %s: socket directory: %w", url, err)
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return nil, err
+	}
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("%w: %s: socket path of %d bytes, the system allows %d", ErrAddress, url, len(path), maxSocketPath)
+	}
+	private, err := os.MkdirTemp(dir, ".g")
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", url, err)
+	}
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "s")
+	if len(tmp) > maxSocketPath {
+		// No room for the private name: bind in place and set the mode at
+		// once (the one case where the umask's mode shows for an instant).
+		tmp = path
+	}
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", url, err)
+	}
+	ul.SetUnlinkOnClose(false)
+	fail := func(err error) (net.Listener, error) {
+		ul.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("listen on %s: %w", url, err)
+	}
+	if gid >= 0 {
+		if err := os.Lchown(tmp, -1, gid); err != nil {
+			return fail(fmt.Errorf("socket group %s: %w", group, err))
+		}
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return fail(err)
+	}
+	// Link, not rename: a socket another server bound meanwhile is never replaced.
+	if tmp != path {
+		if err := os.Link(tmp, path); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				ul.Close()
+				return nil, fmt.Errorf("%w: %s appeared while listening", ErrAddrInUse, url)
+			}
+			return fail(err)
+		}
+	}
+	st, err := os.Lstat(path)
+	if err != nil {
+		return fail(err)
+	}
+	return &unixListener{UnixListener: ul, path: path, st: st}, nil
+}
+
+// unixListener is a socket bound under a temporary name and linked at path:
+// it reports path as its address and removes it on Close (if it is still
+// this socket).
+type unixListener struct {
+	*net.UnixListener
+	path string
+	st   os.FileInfo
+	once sync.Once
+}
+
+func (l *unixListener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() {
+		if st, serr := os.Lstat(l.path); serr == nil && os.SameFile(st, l.st) {
+			os.Remove(l.path)
+		}
+	})
+	return err
 }
 
 // removeStaleSocket removes path if it is a unix socket nobody listens on.

@@ -5,7 +5,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gload/gload/loader"
@@ -122,5 +124,90 @@ func TestListen(t *testing.T) {
 	}
 	if b, err := os.ReadFile(plain); err != nil || string(b) != "keep me" {
 		t.Fatalf("regular file changed: %q, %v", b, err)
+	}
+}
+
+// TestListenUnixMode: the socket's mode is 0600 whatever the umask (0660 and
+// the group with SocketGroup); its parent is created 0700; Close removes it.
+func TestListenUnixMode(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	dir := filepath.Join(t.TempDir(), "run")
+	gid := os.Getgid()
+	for _, tc := range []struct {
+		name  string
+		group string
+		mode  os.FileMode
+	}{
+		{"private", "", 0o600},
+		{"group by id", strconv.Itoa(gid), 0o660},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "gload.sock")
+			lis, err := loader.Listen("unix://"+path, loader.ListenOptions{SocketGroup: tc.group})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != tc.mode {
+				t.Fatalf("socket mode %v, want socket %04o", st.Mode(), tc.mode)
+			}
+			if g := st.Sys().(*syscall.Stat_t).Gid; tc.group != "" && int(g) != gid {
+				t.Fatalf("socket group %d, want %d", g, gid)
+			}
+			if ds, err := os.Stat(dir); err != nil || ds.Mode().Perm() != 0o700 {
+				t.Fatalf("socket directory: %v, %v; want 0700", ds.Mode(), err)
+			}
+			if lis.Addr().String() != path {
+				t.Fatalf("Addr %q, want %q", lis.Addr(), path)
+			}
+			// It accepts connections under its final name.
+			done := make(chan error, 1)
+			go func() {
+				c, err := lis.Accept()
+				if err == nil {
+					c.Close()
+				}
+				done <- err
+			}()
+			c, err := net.Dial("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Fatalf("socket directory holds %v, want the socket alone", ents)
+			}
+			lis.Close()
+			if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("socket left after Close: %v", err)
+			}
+		})
+	}
+	if _, err := loader.Listen("unix://"+filepath.Join(dir, "x.sock"), loader.ListenOptions{SocketGroup: "no-such-group-gload"}); !errors.Is(err, loader.ErrAddress) {
+		t.Fatalf("unknown group: %v", err)
+	}
+	if _, err := loader.Listen("127.0.0.1:0", loader.ListenOptions{SocketGroup: "0"}); !errors.Is(err, loader.ErrAddress) {
+		t.Fatalf("group on TCP: %v", err)
+	}
+	long := "unix://" + filepath.Join(dir, strings.Repeat("x", 110))
+	if _, err := loader.Listen(long, loader.ListenOptions{}); !errors.Is(err, loader.ErrAddress) {
+		t.Fatalf("path too long: %v", err)
+	}
+	// A path near the limit leaves no room for the private name: it still gets 0600.
+	near := filepath.Join(dir, strings.Repeat("n", 107-len(dir)-1))
+	lis, err := loader.Listen("unix://"+near, loader.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	if st, err := os.Lstat(near); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("near the limit: %v, %v", st.Mode(), err)
 	}
 }

@@ -27,6 +27,12 @@ type metrics struct {
 	stepSeconds  *prometheus.HistogramVec
 	waitShare    *prometheus.GaugeVec
 	labels       *clientLabels
+	// authRefused counts calls refused for a missing or wrong token (auth.go).
+	authRefused prometheus.Counter
+	// limitRefused counts streams refused by a server-wide limit (limits.go).
+	limitRefused *prometheus.CounterVec
+	// bufferBytes is what open streams have reserved under --max-buffer-bytes.
+	bufferBytes prometheus.Gauge
 }
 
 func newMetrics(maxClients int) *metrics {
@@ -66,8 +72,17 @@ func newMetrics(maxClients int) *metrics {
 	m.waitShare = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gload_client_wait_share", Help: "Share of the client's time spent waiting for data (moving average).",
 	}, dc)
+	m.authRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gload_auth_refused_total", Help: "Calls refused for a missing or wrong bearer token.",
+	})
+	m.limitRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gload_limit_refused_total", Help: "Streams refused with RESOURCE_EXHAUSTED, by the limit that was hit.",
+	}, []string{"limit"})
+	m.bufferBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gload_reserved_buffer_bytes", Help: "Bytes reserved by open streams for in-flight batches (gRPC buffers and shm rings).",
+	})
 	m.reg.MustRegister(m.batches, m.bytes, m.streams, m.streamErrors, m.planSeconds, m.planCache,
-		m.queueDepth, m.waitSeconds, m.stepSeconds, m.waitShare,
+		m.queueDepth, m.waitSeconds, m.stepSeconds, m.waitShare, m.authRefused, m.limitRefused, m.bufferBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.labels = newClientLabels(maxClients, func(client string) {
 		l := prometheus.Labels{"client": client}

@@ -126,6 +126,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		s.log.Warn("stale rings not removed", "dir", cfg.ShmDir, "err", err)
 	}
+	opts = append(opts, s.authOptions()...)
 	s.grpc = grpc.NewServer(opts...)
 	gloadpb.RegisterLoaderServer(s.grpc, s)
 	s.watch = s.newWatch() // after every failure path: it may open NVML
@@ -212,8 +213,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(lis) }()
 	s.startWatch(ctx)
+	s.warnOpenTCP(lis)
 	s.log.Info("serving", "addr", addrString(lis.Addr()), "datasets", s.names,
-		"max_prefetch", s.cfg.MaxPrefetch, "tls", s.cfg.TLSCertFile != "")
+		"max_prefetch", s.cfg.MaxPrefetch, "tls", s.cfg.TLSCertFile != "", "auth_token", s.cfg.AuthToken != "")
 	select {
 	case err := <-errc:
 		s.abortFunc()
@@ -277,7 +279,7 @@ func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
 // ServeMetrics serves /metrics over HTTP on lis until ctx ends.
 func (s *Server) ServeMetrics(ctx context.Context, lis net.Listener) error {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", s.MetricsHandler())
+	mux.Handle("/metrics", s.authHTTP(s.MetricsHandler()))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(lis) }()

@@ -14,15 +14,17 @@ ds = datasets.load_from_disk(sys.argv[1])
 print(f"datasets.load_from_disk: {ds.num_rows} rows, features {ds.features}")
 print(f"row 0: src={ds[0]['src']!r}, first ids {ds[0]['input_ids'][:12]}")
 PY
+# Server and client both default to the address in GLOAD_ADDR (without it: the user's private socket,
+# $XDG_RUNTIME_DIR/gload.sock, mode 0600); a socket of its own keeps the demo clear of a server already running.
 sock=$(mktemp -d)/gload.sock
-bin/gload serve --dataset udhr="$out" --listen "unix://$sock" --log-level warn &
+export GLOAD_ADDR="unix://$sock"
+bin/gload serve --dataset udhr="$out" --log-level warn &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-PYTHONPATH=pyclient .venv/bin/python - "unix://$sock" <<'PY'
-import sys
+PYTHONPATH=pyclient .venv/bin/python - <<'PY'
 from gload import Loader
-with Loader(sys.argv[1], "udhr", batch_size=8, pad_multiple=64, transport="shm", seed=0) as loader:
+with Loader(None, "udhr", batch_size=8, pad_multiple=64, transport="shm", seed=0) as loader:
     print("shapes this epoch (rows, length):", loader.shapes())
     rows = 0
     for step, batch in enumerate(loader):

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gload/gload/loader"
+	"github.com/gload/gload/loader/access"
 	"github.com/gload/gload/loader/gpuwatch"
 )
 
@@ -21,6 +22,8 @@ type serveOptions struct {
 	listen          string
 	metrics         string
 	allowRemote     bool
+	socketGroup     string
+	authTokenFile   string
 	tlsCert         string
 	tlsKey          string
 	maxPrefetch     int
@@ -45,9 +48,13 @@ it over gRPC (proto/gload.proto): clients name a dataset, their rank and worker,
 policy, and receive their share of the epoch plan, the server running at most --max-prefetch batches ahead of their
 acknowledgements. A dataset whose shards are corrupt or truncated stops the start with the file and the reason.
 
---listen takes unix:///path.sock or host:port. Only unix sockets and loopback addresses (127.0.0.1, ::1, localhost)
-are allowed unless --allow-remote is given; --tls-cert and --tls-key enable TLS. --metrics serves Prometheus
-metrics over HTTP (same address rules). SIGINT or SIGTERM stops accepting streams, lets open ones finish for
+--listen takes unix:///path.sock or host:port; the default is a unix socket only this user can connect to
+($GLOAD_ADDR, else $XDG_RUNTIME_DIR/gload.sock, else /tmp/gload-<uid>/gload.sock; clients default to the same).
+Unix sockets get mode 0600 whatever the umask (0660 with --socket-group, for that group). Only unix sockets and
+loopback addresses (127.0.0.1, ::1, localhost) are allowed unless --allow-remote is given; --tls-cert and
+--tls-key enable TLS. Over TCP any user of the host can connect: --auth-token-file makes every call (and /metrics)
+need the token in the file (clients send it from GLOAD_AUTH_TOKEN or their auth_token option). --metrics serves
+Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accepting streams, lets open ones finish for
 --drain-timeout and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,7 +63,9 @@ metrics over HTTP (same address rules). SIGINT or SIGTERM stops accepting stream
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.datasets, "dataset", nil, "dataset to serve as NAME=DIR (repeatable)")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:7700", "gRPC address: unix:///path.sock or host:port")
+	f.StringVar(&o.listen, "listen", access.DefaultAddress(), "gRPC address: unix:///path.sock or host:port")
+	f.StringVar(&o.socketGroup, "socket-group", "", "let this group (name or gid) connect to the unix socket too (mode 0660 instead of 0600)")
+	f.StringVar(&o.authTokenFile, "auth-token-file", "", "require the bearer token in this file (mode 0600) on every call and on /metrics")
 	f.StringVar(&o.metrics, "metrics", "", "Prometheus /metrics address, e.g. 127.0.0.1:9400 (empty: off)")
 	f.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on non-loopback addresses (use with --tls-cert)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate (PEM); needs --tls-key")
@@ -107,7 +116,14 @@ func (o *serveOptions) run(ctx context.Context) error {
 		return err
 	}
 	log := o.g.logger()
+	var token string
+	if o.authTokenFile != "" {
+		if token, err = access.ReadTokenFile(o.authTokenFile); err != nil {
+			return fmt.Errorf("--auth-token-file: %w", err)
+		}
+	}
 	srv, err := loader.NewServer(loader.Config{
+		AuthToken:       token,
 		Datasets:        datasets,
 		MaxPrefetch:     o.maxPrefetch,
 		DefaultPrefetch: o.defaultPrefetch,
@@ -127,7 +143,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 		return err
 	}
 	lopts := loader.ListenOptions{AllowRemote: o.allowRemote}
-	lis, err := loader.Listen(o.listen, lopts)
+	lis, err := loader.Listen(o.listen, loader.ListenOptions{AllowRemote: o.allowRemote, SocketGroup: o.socketGroup})
 	if err != nil {
 		return fmt.Errorf("--listen: %w", closeAfter(err, srv))
 	}

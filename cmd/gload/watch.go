@@ -17,16 +17,18 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gload/gload/bench"
+	"github.com/gload/gload/loader/access"
 	"github.com/gload/gload/loader/gpuwatch"
 	"github.com/gload/gload/proto/gloadpb"
 )
 
 type watchOptions struct {
-	g        *globalOptions
-	addr     string
-	once     bool
-	json     bool
-	interval time.Duration
+	g         *globalOptions
+	addr      string
+	tokenFile string
+	once      bool
+	json      bool
+	interval  time.Duration
 }
 
 func newWatchCmd(g *globalOptions) *cobra.Command {
@@ -47,7 +49,8 @@ report and exits; --json prints the report as JSON (one object per line).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.addr, "addr", "127.0.0.1:7700", "server address: unix:///path.sock or host:port")
+	f.StringVar(&o.addr, "addr", access.DefaultAddress(), "server address: unix:///path.sock or host:port (default: $GLOAD_ADDR, else the default socket of gload serve)")
+	f.StringVar(&o.tokenFile, "auth-token-file", "", "file holding the server's bearer token (default: $GLOAD_AUTH_TOKEN or $GLOAD_AUTH_TOKEN_FILE)")
 	f.BoolVar(&o.once, "once", false, "print one report and exit")
 	f.BoolVar(&o.json, "json", false, "print reports as JSON (one object per line)")
 	f.DurationVar(&o.interval, "interval", time.Second, "time between reports")
@@ -67,7 +70,14 @@ func (o *watchOptions) run(ctx context.Context, out io.Writer) error {
 	if o.interval <= 0 {
 		return fmt.Errorf("--interval %s: want > 0", o.interval)
 	}
-	api, conn, err := bench.DialWatch(o.addr)
+	tok := ""
+	if o.tokenFile != "" {
+		var err error
+		if tok, err = access.ReadTokenFile(o.tokenFile); err != nil {
+			return fmt.Errorf("--auth-token-file: %w", err)
+		}
+	}
+	api, conn, err := bench.DialWatch(o.addr, tok)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}

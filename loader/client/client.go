@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gload/gload/loader/access"
 	"github.com/gload/gload/proto/gloadpb"
 )
 
@@ -32,6 +33,7 @@ type options struct {
 	tls      *tls.Config
 	maxMsg   int
 	dialOpts []grpc.DialOption
+	token    *string
 }
 
 // Option configures Dial.
@@ -39,6 +41,31 @@ type Option func(*options)
 
 // WithTLS connects with TLS (default: plaintext, for unix sockets and loopback).
 func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WithAuthToken sends tok as the bearer token of every call (servers started
+// with --auth-token-file want it). Without this option Dial sends
+// $GLOAD_AUTH_TOKEN (or the content of $GLOAD_AUTH_TOKEN_FILE) when set; an
+// empty tok sends none.
+func WithAuthToken(tok string) Option { return func(o *options) { o.token = &tok } }
+
+// AuthDialOption is the dial option that sends tok as the bearer token of
+// every call ("" : none), for callers that make their own gRPC connection.
+func AuthDialOption(tok string) grpc.DialOption {
+	return grpc.WithPerRPCCredentials(bearer(tok))
+}
+
+// bearer is a token sent as per-call metadata, over plaintext too: gload
+// serves unix sockets and loopback without TLS.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	if b == "" {
+		return nil, nil
+	}
+	return map[string]string{access.MetadataKey: access.Header(string(b))}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
 
 // WithMaxMessageBytes bounds one received message (default 1 GiB).
 func WithMaxMessageBytes(n int) Option { return func(o *options) { o.maxMsg = n } }
@@ -82,6 +109,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	tok := ""
+	if o.token != nil {
+		tok = *o.token
+	} else if tok, err = access.EnvTokenValue(); err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
 	creds := insecure.NewCredentials()
 	if o.tls != nil {
 		creds = credentials.NewTLS(o.tls)
@@ -92,6 +125,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		grpc.WithInitialWindowSize(4 << 20),
 		grpc.WithInitialConnWindowSize(16 << 20),
 		grpc.WithReadBufferSize(256 << 10),
+		AuthDialOption(tok),
 	}, o.dialOpts...)
 	cc, err := grpc.NewClient(tgt, dopts...)
 	if err != nil {

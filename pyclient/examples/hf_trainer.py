@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Hugging Face Trainer fed by gload: override get_train_dataloader, keep the loader's state in checkpoints.
 
-    gload serve --dataset wiki=/data/wiki --listen unix:///tmp/gload.sock &
-    python3 hf_trainer.py --addr unix:///tmp/gload.sock --dataset wiki --out /tmp/run [--resume]
+    gload serve --dataset wiki=/data/wiki &   # listens on the user's private socket (gload.default_address())
+    python3 hf_trainer.py --dataset wiki --out /tmp/run [--resume]
     (or torchrun --nproc-per-node N hf_trainer.py ...: each rank's Loader picks up its rank)
 
 The Loader is iterated in the main process (DataLoader with num_workers=0: gload already prefetches on a thread), so
@@ -49,7 +49,7 @@ class SaveLoaderState(TrainerCallback):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--addr", default="unix:///tmp/gload.sock")
+    p.add_argument("--addr", default=None, help="gload server (default: gload serve's default socket, or $GLOAD_ADDR)")
     p.add_argument("--dataset", default="wiki")
     p.add_argument("--out", default="/tmp/gload-hf")
     p.add_argument("--steps", type=int, default=100)

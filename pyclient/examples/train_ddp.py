@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Distributed data parallel training fed by gload: one Loader per rank.
 
-    gload serve --dataset wiki=/data/wiki --listen unix:///tmp/gload.sock &
-    torchrun --nproc-per-node 8 train_ddp.py --addr unix:///tmp/gload.sock --dataset wiki
+    gload serve --dataset wiki=/data/wiki &   # listens on the user's private socket (gload.default_address())
+    torchrun --nproc-per-node 8 train_ddp.py --dataset wiki
 
 Each Loader takes its rank and world size from torch.distributed: global batch g of the epoch plan goes to rank
 g mod world_size, every rank gets the same number of batches (collective ops never hang on an uneven tail), and
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gload  # noqa: E402
 
 p = argparse.ArgumentParser()
-p.add_argument("--addr", default="unix:///tmp/gload.sock")
+p.add_argument("--addr", default=None, help="gload server (default: gload serve's default socket, or $GLOAD_ADDR)")
 p.add_argument("--dataset", default="wiki")
 p.add_argument("--epochs", type=int, default=1)
 p.add_argument("--steps", type=int, default=0)

@@ -2,8 +2,8 @@
 """A plain PyTorch training loop fed by gload.
 
     gload tokenize --tokenizer tokenizer.json --out /data/wiki wiki.jsonl.gz
-    gload serve --dataset wiki=/data/wiki --listen unix:///tmp/gload.sock &
-    python3 train_torch.py --addr unix:///tmp/gload.sock --dataset wiki --epochs 2 [--resume ckpt.pt]
+    gload serve --dataset wiki=/data/wiki &   # listens on the user's private socket (gload.default_address())
+    python3 train_torch.py --dataset wiki --epochs 2 [--resume ckpt.pt]
 
 Batches arrive on the GPU (shared-memory ring, page-locked, copied on a side stream); the loop never tokenizes,
 pads or collates. The checkpoint holds the loader's state, so a resumed run continues the same epoch plan exactly
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gload  # noqa: E402
 
 p = argparse.ArgumentParser()
-p.add_argument("--addr", default="unix:///tmp/gload.sock")
+p.add_argument("--addr", default=None, help="gload server (default: gload serve's default socket, or $GLOAD_ADDR)")
 p.add_argument("--dataset", default="wiki")
 p.add_argument("--epochs", type=int, default=1)
 p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: run the epochs)")

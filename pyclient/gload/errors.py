@@ -33,6 +33,16 @@ class DatasetChanged(GloadError, RuntimeError):
     the same plan."""
 
 
+class Unauthenticated(GloadError, PermissionError):
+    """The server wants a bearer token (``gload serve --auth-token-file``) and got none or a wrong one: pass
+    ``auth_token=`` or set ``GLOAD_AUTH_TOKEN``."""
+
+
+class ResourceExhausted(GloadError, RuntimeError):
+    """A server-wide limit refused the stream (the message names it: ``--max-streams``, ``--max-buffer-bytes``,
+    ``--max-streams-per-conn``); retry later or ask for less (prefetch, batch size)."""
+
+
 class StreamError(GloadError, RuntimeError):
     """The server ended the batch stream with an error (data loss, internal error, ...)."""
 
@@ -48,6 +58,10 @@ def translate(err: grpc.RpcError, addr: str, what: str) -> GloadError:
     msg = f"{what} at {addr}: {detail}"
     if code == grpc.StatusCode.UNAVAILABLE:
         return ServerUnavailable(f"gload server {addr} unreachable ({what}): {detail}")
+    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return Unauthenticated(msg)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return ResourceExhausted(msg)
     if code == grpc.StatusCode.NOT_FOUND:
         return DatasetNotFound(msg)
     if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE):

@@ -12,6 +12,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
+from ._channel import auth_token as _auth_token
+from ._channel import open_channel, resolve
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
 from ._proto import gload_pb2_grpc as pb_grpc
@@ -42,19 +44,6 @@ _MAX_MESSAGE_BYTES = 1 << 30
 
 Address = str
 State = Dict[str, Any]
-
-
-def _target(addr: Address) -> str:
-    """Checks a gload address (unix:///path.sock or host:port) and returns the gRPC target."""
-    if not isinstance(addr, str) or not addr:
-        raise ValueError(f"gload address {addr!r}: want 'unix:///path.sock' or 'host:port'")
-    if addr.startswith("unix:"):
-        if addr.startswith("unix://") and not addr.startswith("unix:///"):
-            raise ValueError(f"gload address {addr!r}: unix:// needs an absolute path (unix:///path.sock)")
-        return addr
-    if "://" in addr or ":" not in addr:
-        raise ValueError(f"gload address {addr!r}: want 'unix:///path.sock' or 'host:port'")
-    return addr
 
 
 class Loader(_Base):
@@ -88,6 +77,11 @@ class Loader(_Base):
     it, to the device with ``device="cuda"``) or ``"grpc"`` (any host). ``prefetch`` is how many batches the server
     may run ahead of what this consumer has received.
 
+    ``addr`` is ``unix:///path.sock`` or ``host:port``; None is the server's default (``$GLOAD_ADDR``, else the
+    user's socket ``$XDG_RUNTIME_DIR/gload.sock``, else ``/tmp/gload-<uid>/gload.sock``). ``auth_token`` is the bearer
+    token of a server started with ``--auth-token-file`` (default: ``$GLOAD_AUTH_TOKEN``, else the content of the file
+    ``$GLOAD_AUTH_TOKEN_FILE``).
+
     Times are in seconds: ``timeout`` bounds each wait for a batch while iterating (None: no bound; :meth:`next`
     takes its own), ``connect_timeout`` the first connection, ``reconnect_timeout`` the reconnection after the server
     went away (0: raise :class:`gload.errors.ServerUnavailable` at once instead).
@@ -95,7 +89,7 @@ class Loader(_Base):
 
     def __init__(
         self,
-        addr: Address,
+        addr: Optional[Address],
         dataset: str,
         batch_size: int = 16,
         policy: str = "bucketed",
@@ -129,9 +123,10 @@ class Loader(_Base):
         split_docs: bool = False,
         connect_timeout: float = 10.0,
         reconnect_timeout: float = 60.0,
+        auth_token: Optional[str] = None,
     ) -> None:
-        self.addr = addr
-        self._target = _target(addr)
+        self.addr, self._target = resolve(addr)
+        self._auth_token = _auth_token(auth_token)
         if not dataset:
             raise ValueError("dataset: a name the server serves is required")
         self.dataset = dataset
@@ -257,7 +252,7 @@ class Loader(_Base):
     def _api(self) -> pb_grpc.LoaderStub:
         self._forked()
         if self._stub is None:
-            self._channel = grpc.insecure_channel(self._target, options=[
+            self._channel = open_channel(self._target, self._auth_token, options=[
                 ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", 1 << 20),
                 ("grpc.initial_reconnect_backoff_ms", 100),

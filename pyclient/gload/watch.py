@@ -23,10 +23,12 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Dict, Iterator, Optional, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 import grpc
 
+from ._channel import auth_token as _auth_token
+from ._channel import open_channel, resolve
 from ._proto import gload_pb2 as pb
 from ._proto import gload_pb2_grpc as pb_grpc
 
@@ -40,17 +42,10 @@ VERDICTS = ("fed", "starved: data", "starved: not the loader", "no GPU visible",
 _FORMATS = ("text", "json", "dict")
 
 
-def _target(addr: str) -> str:
-    """Checks a gload address (unix:///path.sock or host:port) and returns the gRPC target."""
-    if not isinstance(addr, str) or not addr:
-        raise ValueError(f"gload address {addr!r}: want 'unix:///path.sock' or 'host:port'")
-    if addr.startswith("unix:"):
-        if addr.startswith("unix://") and not addr.startswith("unix:///"):
-            raise ValueError(f"gload address {addr!r}: unix:// needs an absolute path (unix:///path.sock)")
-        return addr
-    if "://" in addr or ":" not in addr:
-        raise ValueError(f"gload address {addr!r}: want 'unix:///path.sock' or 'host:port'")
-    return addr
+def _channel(addr: Optional[str], token: Optional[str]) -> Tuple[str, grpc.Channel]:
+    """(the address, a channel to it sending the bearer token) — see :func:`gload.default_address`."""
+    addr, target = resolve(addr)
+    return addr, open_channel(target, _auth_token(token))
 
 
 def _error(err: grpc.RpcError, addr: str, what: str) -> Exception:
@@ -70,17 +65,20 @@ def _convert(m: Any, fmt: str) -> Union[str, Dict[str, Any]]:
     return json.loads(m.json)
 
 
-def watch_report(addr: str, fmt: str = "text", timeout: float = 5.0) -> Union[str, Dict[str, Any]]:
+def watch_report(addr: Optional[str] = None, fmt: str = "text", timeout: float = 5.0, *,
+                 auth_token: Optional[str] = None) -> Union[str, Dict[str, Any]]:
     """One report of the watch of the server at ``addr``.
 
     ``fmt`` "text" returns the table ``gload watch --once`` prints; "json" the report as a JSON string (the schema of
     loader/gpuwatch's Report: snake_case keys, utilisations in percent, shares in [0, 1]); "dict" that JSON parsed.
-    ``timeout`` bounds the call in seconds. Raises ``gload.errors.ServerUnavailable`` (a ``ConnectionError``) when
-    the server cannot be reached, and ``NotImplementedError`` when it is a gload serve without the watch.
+    ``timeout`` bounds the call in seconds; ``addr`` and ``auth_token`` as in :class:`gload.Loader`. Raises
+    ``gload.errors.ServerUnavailable`` (a ``ConnectionError``) when the server cannot be reached,
+    ``gload.errors.Unauthenticated`` (a ``PermissionError``) without its token, and ``NotImplementedError`` when it is a gload serve without the watch.
     """
     if fmt not in _FORMATS:
         raise ValueError(f"fmt {fmt!r}: want one of {', '.join(_FORMATS)}")
-    with grpc.insecure_channel(_target(addr)) as ch:
+    addr, ch = _channel(addr, auth_token)
+    with ch:
         stub = pb_grpc.LoaderStub(ch)
         try:
             for m in stub.Watch(pb.WatchRequest(once=True), timeout=timeout):
@@ -92,14 +90,15 @@ def watch_report(addr: str, fmt: str = "text", timeout: float = 5.0) -> Union[st
     raise ConnectionError(f"gload server {addr} ended the watch without a report")
 
 
-def watch(addr: str, interval: float = 1.0, fmt: str = "dict") -> Iterator[Union[str, Dict[str, Any]]]:
+def watch(addr: Optional[str] = None, interval: float = 1.0, fmt: str = "dict", *,
+          auth_token: Optional[str] = None) -> Iterator[Union[str, Dict[str, Any]]]:
     """Yields a report of the watch every ``interval`` seconds until the caller stops iterating (or the server
     stops: then it raises, as :func:`watch_report` does). ``fmt`` as in :func:`watch_report`."""
     if fmt not in _FORMATS:
         raise ValueError(f"fmt {fmt!r}: want one of {', '.join(_FORMATS)}")
     if not interval > 0:
         raise ValueError(f"interval {interval!r}: want seconds > 0")
-    ch = grpc.insecure_channel(_target(addr))
+    addr, ch = _channel(addr, auth_token)
     call = pb_grpc.LoaderStub(ch).Watch(pb.WatchRequest(interval_s=float(interval)))
     try:
         for m in call:
@@ -126,12 +125,13 @@ class StepReporter:
     told). Make the reporter after any ``fork`` (DataLoader workers): a gRPC channel does not survive one.
     """
 
-    def __init__(self, addr: str, client_id: str, max_pending: int = 4096) -> None:
+    def __init__(self, addr: Optional[str], client_id: str, max_pending: int = 4096, *,
+                 auth_token: Optional[str] = None) -> None:
         if not client_id:
             raise ValueError("client_id: a name for this loop is required")
         if max_pending < 1:
             raise ValueError(f"max_pending {max_pending!r}: want >= 1")
-        self.addr = addr
+        self.addr, self._channel = _channel(addr, auth_token)
         self.client_id = client_id
         self.dropped = 0
         self.sent = 0
@@ -139,7 +139,6 @@ class StepReporter:
         self._closed = False
         self._failed: Optional[BaseException] = None
         self._lock = threading.Lock()
-        self._channel = grpc.insecure_channel(_target(addr))
         stub = pb_grpc.LoaderStub(self._channel)
         self._future = stub.Report.future(self._messages(), wait_for_ready=True, timeout=None)
         self._future.add_done_callback(self._done)
