@@ -30,11 +30,11 @@ def default_address() -> str:
 
 
 def resolve(addr: Optional[str]) -> Tuple[str, str]:
-    """(address, gRPC target) for ``addr``: unix:///path.sock, unix:rel/path.sock or host:port; None or "" is
+    """(address, gRPC target) for ``addr``: unix:///path.sock, unix:rel/path.sock or host:port; None is
     :func:`default_address`."""
-    if addr is None or addr == "":
+    if addr is None:
         addr = default_address()
-    if not isinstance(addr, str):
+    if not isinstance(addr, str) or not addr:
         raise ValueError(f"gload address {addr!r}: want 'unix:///path.sock' or 'host:port'")
     if addr.startswith("unix:"):
         if addr.startswith("unix://") and not addr.startswith("unix:///"):
