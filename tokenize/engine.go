@@ -24,7 +24,7 @@ var _ Engine = (*Tokenizer)(nil)
 
 // EncodeTo is AppendEncode as the Engine interface spells it; it never fails.
 func (t *Tokenizer) EncodeTo(dst []int32, text string, addSpecial bool) ([]int32, error) {
-	return t.AppendEncode(dst, text, addSpecial), nil
+	return t.appendEncode(dst, text, addSpecial)
 }
 
 // EngineLoader opens a tokenizer.json with one engine.

@@ -206,17 +206,28 @@ func (t *Tokenizer) Encode(text string) []int32 { return t.AppendEncode(nil, tex
 // EncodeSpecial tokenizes text and applies the post-processor (BOS, [CLS] ... [SEP]), like HF `encode(text).ids`.
 func (t *Tokenizer) EncodeSpecial(text string) []int32 { return t.AppendEncode(nil, text, true) }
 
-// AppendEncode appends the ids of text to dst. addSpecial applies the post-processor.
+// AppendEncode appends the ids of text to dst. addSpecial applies the post-processor. A split regex that
+// exceeds its match bound leaves the rest of its piece unsplit; EncodeTo reports that instead.
 func (t *Tokenizer) AppendEncode(dst []int32, text string, addSpecial bool) []int32 {
+	dst, _ = t.appendEncode(dst, text, addSpecial)
+	return dst
+}
+
+// appendEncode is AppendEncode that stops with the error of a split regex that exceeded its match bound
+// (*pretok.MatchError); dst is then returned unchanged.
+func (t *Tokenizer) appendEncode(dst []int32, text string, addSpecial bool) ([]int32, error) {
 	text, _ = utf8fix.ToValidUTF8(text)
 	s := t.getSession()
 	start := len(dst)
-	dst = t.encodeSequence(s, dst, text)
+	dst, err := t.encodeSequence(s, dst, text)
 	t.putSession(s)
+	if err != nil {
+		return dst[:start], err
+	}
 	if addSpecial && t.post != nil {
 		dst = t.post.apply(dst, start)
 	}
-	return dst
+	return dst, nil
 }
 
 // getSession takes an idle session (with its warm word cache) or makes one.
@@ -237,8 +248,9 @@ func (t *Tokenizer) putSession(s *session) {
 	}
 }
 
-func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32 {
+func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) (_ []int32, err error) {
 	s.raw = t.added.split(s.raw[:0], text, false)
+pieces:
 	for i, p := range s.raw {
 		if p.id >= 0 {
 			dst = append(dst, p.id)
@@ -260,7 +272,10 @@ func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32
 			}
 			// Only the piece that begins the original text counts as its start (Metaspace prepend_scheme "first").
 			atStart := i == 0 && j == 0
-			s.words = pretok.SplitPiece(t.pre, q.text, atStart, s.words[:0])
+			s.words, err = pretok.SplitPieceErr(t.pre, q.text, atStart, s.words[:0])
+			if err != nil {
+				break pieces
+			}
 			for _, w := range s.words {
 				dst = s.enc.Encode(w, dst)
 			}
@@ -272,7 +287,10 @@ func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) []int32
 	if cap(s.words) > maxKeptWords {
 		s.words = nil // a huge document's word list is not kept for the next one: idle sessions stay small
 	}
-	return dst
+	if err != nil {
+		return dst, fmt.Errorf("tokenize: %w", err)
+	}
+	return dst, nil
 }
 
 // maxKeptWords bounds the word-list capacity a session keeps between documents (16 bytes a word).

@@ -288,5 +288,6 @@ func buildPattern(path string, p *tokjson.Pattern) (matcher, error) {
 		}
 		return nil, tokjson.Unsupported(path+".pattern", "regex %q: %v", src, err)
 	}
+	re.path = path + ".pattern"
 	return re, nil
 }

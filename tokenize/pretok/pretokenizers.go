@@ -12,19 +12,30 @@ type splitter interface {
 	// splitAt is Split for one piece of the text; atStart tells whether the piece begins the original text
 	// (Hugging Face: its original offset is 0), which Metaspace's "first" prepend scheme reads. first
 	// reports whether the first word appended begins at offset 0 of s (false when nothing was appended).
-	splitAt(s string, atStart bool, dst []string) (out []string, first bool)
+	splitAt(s string, atStart bool, dst []string) (out []string, first bool, err error)
 }
 
 // SplitPiece is Split for a piece of a larger text, such as the text between two added tokens: atStart tells
 // whether the piece begins the original text. Only Metaspace with prepend_scheme "first" (alone or inside a
 // Sequence) cares: it prepends its replacement only to the word at the start of the original text. Split(s,
 // dst) is SplitPiece(p, s, true, dst).
+//
+// A general regex that exceeds its match bound (see regex.go) ends the matching there, leaving the rest of s as
+// one unmatched gap; SplitPieceErr reports that instead.
 func SplitPiece(p PreTokenizer, s string, atStart bool, dst []string) []string {
+	out, _ := SplitPieceErr(p, s, atStart, dst)
+	return out
+}
+
+// SplitPieceErr is SplitPiece that fails, with a *MatchError, when a general regex exceeds its match bound (a
+// catastrophically backtracking pattern such as (a+)+$ on a long run of a's); the words appended so far are
+// returned with it.
+func SplitPieceErr(p PreTokenizer, s string, atStart bool, dst []string) ([]string, error) {
 	if sp, ok := p.(splitter); ok {
-		out, _ := sp.splitAt(s, atStart, dst)
-		return out
+		out, _, err := sp.splitAt(s, atStart, dst)
+		return out, err
 	}
-	return p.Split(s, dst)
+	return p.Split(s, dst), nil
 }
 
 // matcher finds the matches of a split pattern.
@@ -42,13 +53,13 @@ type patternSplit struct {
 }
 
 func (p *patternSplit) Split(s string, dst []string) []string {
-	out, _ := p.splitAt(s, true, dst)
+	out, _, _ := p.splitAt(s, true, dst)
 	return out
 }
 
-func (p *patternSplit) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+func (p *patternSplit) splitAt(s string, _ bool, dst []string) ([]string, bool, error) {
 	if s == "" {
-		return dst, false
+		return dst, false, nil
 	}
 	// Calls on concrete types keep the sink on the stack; only the general engine, which allocates anyway,
 	// goes through the interface.
@@ -57,7 +68,7 @@ func (p *patternSplit) splitAt(s string, _ bool, dst []string) ([]string, bool) 
 	case scanKind:
 		if p.beh == isolated || p.beh == removed && p.inv {
 			// The matches tile s, so every match is a word: skip the sink.
-			return m.appendMatches(s, dst), true
+			return m.appendMatches(s, dst), true, nil
 		}
 		m.feed(s, &k)
 	case charClass:
@@ -72,12 +83,12 @@ func (p *patternSplit) splitAt(s string, _ bool, dst []string) ([]string, bool) 
 		kp := sinkPool.Get().(*sink)
 		*kp = k
 		m.feed(s, kp)
-		out, first := kp.done()
+		out, first, err := kp.result()
 		*kp = sink{}
 		sinkPool.Put(kp)
-		return out, first
+		return out, first, err
 	}
-	return k.done()
+	return k.result()
 }
 
 var sinkPool = sync.Pool{New: func() any { return new(sink) }}
@@ -156,11 +167,11 @@ func (wordRuns) feed(s string, k *sink) {
 type bert struct{}
 
 func (bert) Split(s string, dst []string) []string {
-	out, _ := bert{}.splitAt(s, true, dst)
+	out, _, _ := bert{}.splitAt(s, true, dst)
 	return out
 }
 
-func (bert) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+func (bert) splitAt(s string, _ bool, dst []string) ([]string, bool, error) {
 	n0 := len(dst)
 	first := false
 	emit := func(a, b int) {
@@ -190,7 +201,7 @@ func (bert) splitAt(s string, _ bool, dst []string) ([]string, bool) {
 	if start < len(s) {
 		emit(start, len(s))
 	}
-	return dst, first
+	return dst, first, nil
 }
 
 // byteLevel is ByteLevel in the raw-bytes representation (see Info): an optional leading space, then the
@@ -201,27 +212,27 @@ type byteLevel struct {
 }
 
 func (b *byteLevel) Split(s string, dst []string) []string {
-	out, _ := b.splitAt(s, true, dst)
+	out, _, _ := b.splitAt(s, true, dst)
 	return out
 }
 
-func (b *byteLevel) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+func (b *byteLevel) splitAt(s string, _ bool, dst []string) ([]string, bool, error) {
 	if s == "" {
-		return dst, false
+		return dst, false, nil
 	}
 	if b.prefixSpace && s[0] != ' ' {
 		if !b.useRegex {
-			return append(dst, " "+s), true
+			return append(dst, " "+s), true, nil
 		}
 		// Only the first word holds the added space: copy that word, not the text.
 		x := gpt2AfterSpace(s)
 		dst = append(dst, " "+s[:x])
-		return scanGPT2.appendMatches(s[x:], dst), true
+		return scanGPT2.appendMatches(s[x:], dst), true, nil
 	}
 	if !b.useRegex {
-		return append(dst, s), true
+		return append(dst, s), true, nil
 	}
-	return scanGPT2.appendMatches(s, dst), true
+	return scanGPT2.appendMatches(s, dst), true, nil
 }
 
 // prependScheme is Metaspace's prepend_scheme.
@@ -242,13 +253,13 @@ type metaspace struct {
 }
 
 func (m *metaspace) Split(s string, dst []string) []string {
-	out, _ := m.splitAt(s, true, dst)
+	out, _, _ := m.splitAt(s, true, dst)
 	return out
 }
 
-func (m *metaspace) splitAt(s string, atStart bool, dst []string) ([]string, bool) {
+func (m *metaspace) splitAt(s string, atStart bool, dst []string) ([]string, bool, error) {
 	if s == "" {
-		return dst, false
+		return dst, false, nil
 	}
 	prepend := false
 	switch m.scheme {
@@ -276,22 +287,22 @@ func (m *metaspace) splitAt(s string, atStart bool, dst []string) ([]string, boo
 		s = b.String()
 	}
 	if !m.split {
-		return append(dst, s), true
+		return append(dst, s), true, nil
 	}
 	k := newSink(s, mergedWithNext, false, dst)
 	oneRune(m.repl).feed(s, &k)
-	return k.done()
+	return k.result()
 }
 
 // fixedLength cuts words of n characters.
 type fixedLength struct{ n int }
 
 func (f *fixedLength) Split(s string, dst []string) []string {
-	out, _ := f.splitAt(s, true, dst)
+	out, _, _ := f.splitAt(s, true, dst)
 	return out
 }
 
-func (f *fixedLength) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+func (f *fixedLength) splitAt(s string, _ bool, dst []string) ([]string, bool, error) {
 	start, count := 0, 0
 	for i := 0; i < len(s); {
 		_, n := utf8.DecodeRuneInString(s[i:])
@@ -304,7 +315,7 @@ func (f *fixedLength) splitAt(s string, _ bool, dst []string) ([]string, bool) {
 	if start < len(s) {
 		dst = append(dst, s[start:])
 	}
-	return dst, s != ""
+	return dst, s != "", nil
 }
 
 // identity returns the text as one word (an empty Sequence, or a ByteLevel that does nothing in the raw-bytes
@@ -318,11 +329,11 @@ func (identity) Split(s string, dst []string) []string {
 	return append(dst, s)
 }
 
-func (identity) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+func (identity) splitAt(s string, _ bool, dst []string) ([]string, bool, error) {
 	if s == "" {
-		return dst, false
+		return dst, false, nil
 	}
-	return append(dst, s), true
+	return append(dst, s), true, nil
 }
 
 // sequence applies each step to every word of the step before.
@@ -335,20 +346,20 @@ type scratch struct{ a, b []string }
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 func (q *sequence) Split(s string, dst []string) []string {
-	out, _ := q.splitAt(s, true, dst)
+	out, _, _ := q.splitAt(s, true, dst)
 	return out
 }
 
-func (q *sequence) splitAt(s string, atStart bool, dst []string) ([]string, bool) {
+func (q *sequence) splitAt(s string, atStart bool, dst []string) ([]string, bool, error) {
 	if len(q.steps) == 1 {
 		return q.steps[0].splitAt(s, atStart, dst)
 	}
 	sc := scratchPool.Get().(*scratch)
 	bufs := [2][]string{sc.a, sc.b}
 	// first: the first word of cur begins at offset 0 of s.
-	cur, first := q.steps[0].splitAt(s, atStart, bufs[0][:0])
+	cur, first, err := q.steps[0].splitAt(s, atStart, bufs[0][:0])
 	bufs[0] = cur
-	for si := 1; si < len(q.steps); si++ {
+	for si := 1; si < len(q.steps) && err == nil; si++ {
 		last := si == len(q.steps)-1
 		out := dst
 		if !last {
@@ -358,7 +369,12 @@ func (q *sequence) splitAt(s string, atStart bool, dst []string) ([]string, bool
 		for j, w := range cur {
 			before := len(out)
 			var f bool
-			out, f = q.steps[si].splitAt(w, atStart && first && j == 0, out)
+			var werr error
+			out, f, werr = q.steps[si].splitAt(w, atStart && first && j == 0, out)
+			if werr != nil {
+				err = werr
+				break
+			}
 			if j == 0 {
 				nextFirst = first && f && len(out) > before
 			}
@@ -374,5 +390,5 @@ func (q *sequence) splitAt(s string, atStart bool, dst []string) ([]string, bool
 	}
 	sc.a, sc.b = bufs[0][:0], bufs[1][:0]
 	scratchPool.Put(sc)
-	return dst, first
+	return dst, first, err
 }

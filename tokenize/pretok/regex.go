@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2/v2"
@@ -32,8 +33,14 @@ import (
 // Known remaining differences: case-insensitive matching uses simple case folding (Oniguruma also applies
 // multi-character folds: (?i)ss matches ß); \p{...} names other than the general categories (scripts,
 // binary properties) use Go's Unicode 15.0 tables and are case-sensitive; a regexp2 match error (none is
-// expected: no timeout and no backtracking limit are set) ends the matching, leaving the rest of the text
-// unmatched.
+// expected but the match bound below) ends the matching, leaving the rest of the text unmatched.
+//
+// The match bound: regexp2 backtracks, so a pattern such as (a+)+$ takes time exponential in the input (57 s for
+// 28 a's). Oniguruma, which Hugging Face uses, stops such a search with "retry-limit-in-match over" (its
+// retry limit, 10^7 by default) and tokenizers fails the encode. regexp2 has no step counter, so each search
+// runs under MatchTimeout (regexMatchTimeout) instead, and SplitPieceErr reports a *MatchError naming the
+// pattern's JSON path. Real tokenizer patterns need microseconds per search, so the bound only trips on
+// catastrophic backtracking; where it trips depends on machine speed, which is why it is generous.
 
 // errUnsupportedSyntax marks a pattern construct that translate refuses.
 var errUnsupportedSyntax = errors.New("pretok: regex construct not supported")
@@ -41,9 +48,28 @@ var errUnsupportedSyntax = errors.New("pretok: regex construct not supported")
 // errInvalidSyntax marks a pattern that Oniguruma itself rejects.
 var errInvalidSyntax = errors.New("pretok: invalid regex")
 
+// regexMatchTimeout bounds one search of the general regex engine (see the match bound above).
+var regexMatchTimeout = 2 * time.Second
+
+// MatchError is a general regex that exceeded its match bound on some text.
+type MatchError struct {
+	Path    string // the pattern's JSON path in tokenizer.json, e.g. pre_tokenizer.pretokenizers[0].pattern
+	Pattern string // the pattern as written
+	Err     error  // regexp2's error
+}
+
+func (e *MatchError) Error() string {
+	return fmt.Sprintf("%s: regex %q exceeded its match bound (%v per search; catastrophic backtracking, which "+
+		"Hugging Face tokenizers refuses with Oniguruma's retry-limit-in-match): %v", e.Path, e.Pattern, regexMatchTimeout, e.Err)
+}
+
+func (e *MatchError) Unwrap() error { return e.Err }
+
 // regexPattern matches a compiled general regex with the iteration of the onig crate's find_iter.
 type regexPattern struct {
-	re *regexp2.Regexp
+	re      *regexp2.Regexp
+	path    string // JSON path of the pattern, for MatchError
+	pattern string
 }
 
 func compileRegex(pattern string) (*regexPattern, error) {
@@ -55,7 +81,8 @@ func compileRegex(pattern string) (*regexPattern, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: compile %q: %v", errUnsupportedSyntax, pattern, err)
 	}
-	return &regexPattern{re: re}, nil
+	re.MatchTimeout = regexMatchTimeout
+	return &regexPattern{re: re, pattern: pattern}, nil
 }
 
 const maxPooledRunes = 1 << 20
@@ -81,7 +108,11 @@ func (p *regexPattern) feed(s string, k *sink) {
 	prev, last, lastMatchEnd := 0, 0, -1
 	for last <= len(runes) {
 		m, err := p.re.FindRunesMatchStartingAt(runes, last)
-		if err != nil || m == nil {
+		if err != nil {
+			k.err = &MatchError{Path: p.path, Pattern: p.pattern, Err: err}
+			break
+		}
+		if m == nil {
 			break
 		}
 		st, en := m.RuneIndex, m.RuneIndex+m.RuneLength

@@ -35,11 +35,11 @@ func scriptOf(r rune) uint16 {
 type unicodeScripts struct{}
 
 func (unicodeScripts) Split(s string, dst []string) []string {
-	out, _ := unicodeScripts{}.splitAt(s, true, dst)
+	out, _, _ := unicodeScripts{}.splitAt(s, true, dst)
 	return out
 }
 
-func (unicodeScripts) splitAt(s string, _ bool, dst []string) ([]string, bool) {
+func (unicodeScripts) splitAt(s string, _ bool, dst []string) ([]string, bool, error) {
 	n0 := len(dst)
 	start := -1 // start of the current word; none before the first character with a script
 	first := false
@@ -72,5 +72,5 @@ func (unicodeScripts) splitAt(s string, _ bool, dst []string) ([]string, bool) {
 		}
 		dst = append(dst, s[start:])
 	}
-	return dst, first
+	return dst, first, nil
 }

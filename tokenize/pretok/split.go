@@ -37,6 +37,7 @@ type sink struct {
 	// (mergedWithNext).
 	prev      bool
 	pendMatch bool
+	err       error // a general regex exceeded its match bound; the rest of s was passed on unmatched
 }
 
 func newSink(s string, beh behavior, inv bool, dst []string) sink {
@@ -104,4 +105,10 @@ func (k *sink) flush() {
 func (k *sink) done() ([]string, bool) {
 	k.flush()
 	return k.dst, len(k.dst) > k.n0 && k.at0
+}
+
+// result is done for splitAt, with the matcher's error.
+func (k *sink) result() ([]string, bool, error) {
+	out, first := k.done()
+	return out, first, k.err
 }
