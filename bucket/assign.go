@@ -3,16 +3,32 @@ package bucket
 // PerRank returns how many batches each of world ranks gets once start
 // global batches have been consumed: the remaining R = Len()−start batches
 // (0 when start ≥ Len()) divided by world, rounded down under drop and up
-// under wrap. It returns 0 for world < 1.
+// under wrap and keep (under keep only the first R mod world ranks get that
+// many: see [Plan.RankBatches]). It returns 0 for world < 1.
 func (p *Plan) PerRank(start, world int) int {
 	if world < 1 || start < 0 {
 		return 0
 	}
 	rem := max(p.nbatch-start, 0)
-	if p.cfg.Remainder == Wrap {
+	if p.cfg.Remainder == Wrap || p.cfg.Remainder == Keep {
 		return (rem + world - 1) / world
 	}
 	return rem / world
+}
+
+// RankBatches returns how many batches rank gets once start global batches
+// have been consumed: [Plan.PerRank], except under keep, where the last
+// (Len()−start) mod world batches go one each to ranks 0, 1, … and the other
+// ranks get one fewer.
+func (p *Plan) RankBatches(start, rank, world int) int {
+	per := p.PerRank(start, world)
+	if p.cfg.Remainder != Keep || per == 0 || rank < 0 || rank >= world {
+		return per
+	}
+	if start+rank+(per-1)*world >= p.nbatch {
+		return per - 1
+	}
+	return per
 }
 
 // Assign returns the global batch indices one consumer reads, in order, after
@@ -36,7 +52,9 @@ func (p *Plan) PerRank(start, world int) int {
 // the whole epoch with nothing repeated. Under drop exactly the last
 // (Len()−start) mod world′ batches of the plan are missing, world′ being the
 // world size after the resume; under wrap the repeats are exactly the
-// wrapped positions. With lockstep ranks start is a multiple of the old world
+// wrapped positions. Under keep nothing is dropped or repeated: the last
+// positions go to the first ranks, which get one batch more (see
+// [Plan.RankBatches]). With lockstep ranks start is a multiple of the old world
 // size (steps × world), which rank_step in the wire protocol gives.
 func (p *Plan) Assign(start, rank, world, worker, workers int) ([]int, error) {
 	if start < 0 {
@@ -57,7 +75,7 @@ func (p *Plan) Assign(start, rank, world, worker, workers int) ([]int, error) {
 	if worker < 0 || worker >= workers {
 		return nil, cfgErr("worker", "must be in [0, %d), got %d", workers, worker)
 	}
-	per := p.PerRank(start, world)
+	per := p.RankBatches(start, rank, world)
 	if worker >= per {
 		return []int{}, nil
 	}

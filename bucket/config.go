@@ -31,6 +31,10 @@ const (
 	// Wrap extends the sequence with batches from the start of the plan until
 	// it divides evenly.
 	Wrap Remainder = "wrap"
+	// Keep deals every batch, the last ones to the first ranks: ranks may get
+	// one batch more than others (evaluation passes, where every row counts
+	// once and no collective runs per batch).
+	Keep Remainder = "keep"
 )
 
 // Defaults applied to zero fields by [NewPlan].
@@ -96,6 +100,11 @@ type Config struct {
 	SplitDocs bool
 	// PlanWorld is the world size the warm-up prefix is laid out for (0: 1).
 	PlanWorld int
+	// Sequential (bucketed, tokens) keeps the dataset's order: no shuffle, no
+	// length sort, no batch-order shuffle and no warm-up — batch g holds the
+	// rows after batch g−1's (an evaluation pass). WarmupShapes and
+	// MegaBatchMult are ignored.
+	Sequential bool
 }
 
 // DefaultConfig returns DESIGN's defaults: bucketed, PadMultiple 64,
@@ -152,9 +161,9 @@ func (c Config) normalize() (Config, error) {
 	switch c.Remainder {
 	case "":
 		c.Remainder = Drop
-	case Drop, Wrap:
+	case Drop, Wrap, Keep:
 	default:
-		return c, cfgErr("remainder", "unknown remainder %q (want drop or wrap)", string(c.Remainder))
+		return c, cfgErr("remainder", "unknown remainder %q (want drop, wrap or keep)", string(c.Remainder))
 	}
 	type bound struct {
 		name string
@@ -231,6 +240,9 @@ func (c Config) normalize() (Config, error) {
 		}
 		if c.SeqLen == 0 {
 			return c, cfgErr("seq_len", "must be > 0")
+		}
+		if c.Sequential {
+			return c, cfgErr("sequential", "not supported by the packed policy (first-fit-decreasing reorders rows); use bucketed or tokens for a pass in dataset order")
 		}
 		if len(c.Boundaries) > 0 {
 			return c, cfgErr("boundaries", "not used by the packed policy (rows are seq_len long)")

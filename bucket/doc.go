@@ -51,7 +51,15 @@
 //
 // See [Plan.Assign]: the only resume state is the number of global batches
 // consumed, and what is dropped or wrapped is a function of that number and
-// the world size of the segment being dealt.
+// the world size of the segment being dealt. Under keep nothing is dropped:
+// ranks may get unequal counts (at most one apart), which suits evaluation
+// passes but hangs collectives run once per batch.
+//
+// # Sequential plans
+//
+// Config.Sequential (bucketed, tokens) is an evaluation pass: rows in dataset
+// order, cut into consecutive batches, each padded to its own longest row; no
+// randomness, no warm-up. With remainder keep every row is dealt exactly once.
 //
 // # Caveats
 //

@@ -29,6 +29,7 @@ type goldenConfig struct {
 	WarmupShapes  bool      `json:"warmup_shapes"`
 	SplitDocs     bool      `json:"split_docs"`
 	PlanWorld     int       `json:"plan_world"`
+	Sequential    bool      `json:"sequential"`
 }
 
 // goldenCase is the input half of a golden file:

@@ -20,6 +20,9 @@ import (
 //     row, at most B rows when B > 0);
 //  5. the batch order is shuffled (Fisher–Yates, stream 2);
 //  6. the warm-up prefix is moved to the front (see warmup).
+//
+// Sequential plans skip steps 1, 3, 5 and 6 and take the whole dataset as one
+// mega-batch: batches are consecutive runs of rows in dataset order.
 func (p *Plan) buildGrouped(lengths []uint32) error {
 	c := p.cfg
 	n := len(lengths)
@@ -33,7 +36,9 @@ func (p *Plan) buildGrouped(lengths []uint32) error {
 	for i := range perm {
 		perm[i] = int32(i)
 	}
-	newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamRows)).shuffle32(perm)
+	if !c.Sequential {
+		newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamRows)).shuffle32(perm)
+	}
 
 	estBatches := 1
 	if c.BatchSize > 0 {
@@ -48,7 +53,9 @@ func (p *Plan) buildGrouped(lengths []uint32) error {
 	megaRows := int64(c.MegaBatchMult) * int64(c.BatchSize)
 	for start := 0; start < n; {
 		end := 0
-		if c.Policy == Bucketed {
+		if c.Sequential {
+			end = n
+		} else if c.Policy == Bucketed {
 			end = start + int(min(megaRows, int64(n-start)))
 		} else {
 			sum := p.pd.pad(p.pd.eff(lengths[perm[start]]))
@@ -71,17 +78,11 @@ func (p *Plan) buildGrouped(lengths []uint32) error {
 		for k, r := range mega {
 			effs[k] = uint32(p.pd.eff(lengths[r]))
 		}
-		sortDesc(effs, mega, tk, tr)
+		if !c.Sequential {
+			sortDesc(effs, mega, tk, tr)
+		}
 		for s := 0; s < m; {
-			l := p.pd.pad(int64(effs[s]))
-			cnt := c.BatchSize
-			if c.Policy == Tokens {
-				cnt = int(budget / l)
-				if c.BatchSize > 0 {
-					cnt = min(cnt, c.BatchSize)
-				}
-			}
-			cnt = min(cnt, m-s)
+			cnt, l := p.cut(effs[s:], budget)
 			p.boff = append(p.boff, int32(start+s))
 			p.blen = append(p.blen, int(l))
 			p.stats.PaddedTokens += int64(cnt) * l
@@ -100,9 +101,47 @@ func (p *Plan) buildGrouped(lengths []uint32) error {
 	for i := range p.seq {
 		p.seq[i] = int32(i)
 	}
-	newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamBatches)).shuffle32(p.seq)
+	if !c.Sequential {
+		newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamBatches)).shuffle32(p.seq)
+	}
 	p.warmup()
 	return nil
+}
+
+// cut returns the row count and padded length of the batch that starts with
+// effs[0] (delivered lengths of the rows left in the mega-batch, in order).
+// Sorted mega-batches have their longest row first, which fixes L; in a
+// sequential plan L grows with the rows taken, and a tokens batch ends before
+// the row that would take rows × L over the budget.
+func (p *Plan) cut(effs []uint32, budget int64) (int, int64) {
+	c := p.cfg
+	l := p.pd.pad(int64(effs[0]))
+	if !c.Sequential {
+		cnt := c.BatchSize
+		if c.Policy == Tokens {
+			cnt = int(budget / l)
+			if c.BatchSize > 0 {
+				cnt = min(cnt, c.BatchSize)
+			}
+		}
+		return min(cnt, len(effs)), l
+	}
+	if c.Policy == Bucketed {
+		cnt := min(c.BatchSize, len(effs))
+		for _, e := range effs[:cnt] {
+			l = max(l, p.pd.pad(int64(e)))
+		}
+		return cnt, l
+	}
+	cnt := 1
+	for cnt < len(effs) && (c.BatchSize == 0 || cnt < c.BatchSize) {
+		nl := max(l, p.pd.pad(int64(effs[cnt])))
+		if int64(cnt+1)*nl > budget {
+			break
+		}
+		cnt, l = cnt+1, nl
+	}
+	return cnt, l
 }
 
 // checkBudget fails on the lowest-indexed row whose padded length alone
@@ -150,7 +189,7 @@ func (p *Plan) warmup() {
 	}
 	p.shapes = slices.Clone(shapes)
 	sortShapes(p.shapes)
-	if !p.cfg.WarmupShapes || p.nbatch == 0 {
+	if !p.cfg.WarmupShapes || p.cfg.Sequential || p.nbatch == 0 {
 		return
 	}
 	w := p.cfg.PlanWorld

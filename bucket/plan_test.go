@@ -49,6 +49,8 @@ func propCases() []propCase {
 				"packed":        {Policy: Packed, BatchSize: 3, SeqLen: 2048},
 				"packed-split":  {Policy: Packed, BatchSize: 4, SeqLen: 1024, SplitDocs: true, Remainder: Wrap},
 				"packed-maxlen": {Policy: Packed, BatchSize: 2, SeqLen: 512, MaxLength: 300, SplitDocs: true},
+				"bucketed-eval": func() Config { c := bucketed; c.Sequential = true; c.Remainder = Keep; return c }(),
+				"tokens-eval":   func() Config { c := tokens; c.Sequential = true; c.Remainder = Keep; return c }(),
 			}
 			names := make([]string, 0, len(cfgs))
 			for k := range cfgs {
@@ -81,8 +83,11 @@ func TestPlanProperties(t *testing.T) {
 			if !samePlan(p, q) {
 				t.Fatal("same inputs gave different plans")
 			}
+			if tc.cfg.Sequential {
+				checkSequential(t, p, tc.lengths)
+			}
 			// Another seed or epoch reorders (datasets big enough to tell).
-			if len(tc.lengths) >= 100 {
+			if len(tc.lengths) >= 100 && !tc.cfg.Sequential {
 				for _, other := range []struct {
 					seed  uint64
 					epoch int
@@ -103,6 +108,33 @@ func TestPlanProperties(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkSequential checks that a sequential plan's batches hold the rows in
+// dataset order, each batch padded to its own longest row.
+func checkSequential(t testing.TB, p *Plan, lengths []uint32) {
+	t.Helper()
+	next := 0
+	for g := range p.Len() {
+		b := p.Batch(g)
+		longest := int64(0)
+		for _, pc := range b.Pieces {
+			if pc.Index != next {
+				t.Fatalf("batch %d: row %d, want %d (dataset order)", g, pc.Index, next)
+			}
+			next++
+			longest = max(longest, p.pd.pad(p.pd.eff(lengths[pc.Index])))
+		}
+		if int64(b.Length) != longest {
+			t.Fatalf("batch %d: length %d, want %d", g, b.Length, longest)
+		}
+		if p.cfg.Policy == Bucketed && g < p.Len()-1 && b.Rows != p.cfg.BatchSize {
+			t.Fatalf("batch %d: %d rows, want %d", g, b.Rows, p.cfg.BatchSize)
+		}
+	}
+	if next != len(lengths) {
+		t.Fatalf("%d rows planned, want %d", next, len(lengths))
 	}
 }
 
@@ -127,6 +159,10 @@ func checkAssign(t testing.TB, p *Plan, batches []Batch, lengths []uint32, start
 	n := p.Len()
 	per := p.PerRank(start, world)
 	nw := max(workers, 1)
+	rankPer := func(rank int) int { return per }
+	if p.cfg.Remainder == Keep {
+		rankPer = func(rank int) int { return max(n-start-rank+world-1, 0) / world } // positions start+rank, +world, … below n
+	}
 	// positions[q - start] counts how often position q was dealt.
 	dealt := make(map[int]int)
 	for rank := range world {
@@ -140,11 +176,11 @@ func checkAssign(t testing.TB, p *Plan, batches []Batch, lengths []uint32, start
 			lists[w] = l
 			total += len(l)
 		}
-		if total != per {
-			t.Fatalf("start %d world %d rank %d: %d batches, PerRank says %d", start, world, rank, total, per)
+		if total != rankPer(rank) || total != p.RankBatches(start, rank, world) {
+			t.Fatalf("start %d world %d rank %d: %d batches, want %d, RankBatches says %d", start, world, rank, total, rankPer(rank), p.RankBatches(start, rank, world))
 		}
 		// Round-robin over workers gives the rank's batches in plan order.
-		for i := range per {
+		for i := range total {
 			w, k := i%nw, i/nw
 			if k >= len(lists[w]) {
 				t.Fatalf("rank %d: worker %d has %d batches, round-robin wants index %d", rank, w, len(lists[w]), k)
@@ -179,7 +215,7 @@ func checkAssign(t testing.TB, p *Plan, batches []Batch, lengths []uint32, start
 	}
 	for g := start; g < n; g++ {
 		k := seen[g]
-		dropped := g >= start+per*world
+		dropped := g >= start+per*world && p.cfg.Remainder != Keep
 		switch {
 		case dropped && k != 0:
 			t.Fatalf("dropped batch %d delivered", g)
@@ -188,6 +224,9 @@ func checkAssign(t testing.TB, p *Plan, batches []Batch, lengths []uint32, start
 		}
 	}
 	wrapped := max(start+per*world-max(n, start), 0)
+	if p.cfg.Remainder == Keep {
+		wrapped = 0
+	}
 	repeats := 0
 	for g, k := range seen {
 		if g < start {
@@ -214,7 +253,7 @@ func checkAssign(t testing.TB, p *Plan, batches []Batch, lengths []uint32, start
 				want[pc.Index] += int64(pc.Len)
 			}
 		}
-		for q := n; q < per*world; q++ {
+		for q := n; q < per*world && p.cfg.Remainder != Keep; q++ {
 			for _, pc := range batches[q%n].Pieces {
 				want[pc.Index] += int64(pc.Len)
 			}
@@ -230,6 +269,8 @@ func checkAssign(t testing.TB, p *Plan, batches []Batch, lengths []uint32, start
 			switch {
 			case got[i] != want[i]:
 				t.Fatalf("row %d: %d tokens delivered, want %d", i, got[i], want[i])
+			case p.cfg.Remainder == Keep && got[i] != full:
+				t.Fatalf("keep: row %d delivered %d of %d tokens", i, got[i], full)
 			case p.cfg.Remainder == Drop && !inDropped[i] && got[i] != full:
 				t.Fatalf("drop: row %d outside the dropped batches delivered %d of %d tokens", i, got[i], full)
 			case p.cfg.Remainder == Drop && inDropped[i] && got[i] == full && full > 0 && !(p.cfg.Policy == Packed && p.cfg.SplitDocs):

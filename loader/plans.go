@@ -45,8 +45,19 @@ func policyConfig(p *gloadpb.BatchPolicy, planWorld int) bucket.Config {
 	}
 	c.WarmupShapes = !p.NoWarmup
 	c.SplitDocs = p.SplitDocs
+	c.Sequential = p.Sequential
 	c.PlanWorld = planWorld
 	return c
+}
+
+// padID is the token a stream pads input_ids with: the client's pad_id when it
+// set one (pad_id_set, or any non-zero pad_id from clients that predate
+// pad_id_set), else the pad token recorded in the dataset, else 0.
+func padID(p *gloadpb.BatchPolicy, info *gloadpb.DatasetInfo) int32 {
+	if p.GetPadIdSet() || p.GetPadId() != 0 || info.GetPadFrom() == "" {
+		return p.GetPadId()
+	}
+	return info.GetPadId()
 }
 
 // policyHash identifies the plan-shaping part of a policy: 16 hex digits of
@@ -79,6 +90,9 @@ func policyHash(c bucket.Config) string {
 	}
 	if c.SplitDocs {
 		flags |= 2
+	}
+	if c.Sequential {
+		flags |= 4
 	}
 	putInt(flags)
 	return hex.EncodeToString(h.Sum(nil)[:8])

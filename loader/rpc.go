@@ -67,6 +67,7 @@ type consumer struct {
 	start                        *gloadpb.ResumeState
 	rank, world, worker, workers int
 	assigned                     []int
+	padID                        int32 // what input_ids are padded with (see padID)
 }
 
 // resolve validates an Open and finds (or computes) its plan. Its errors are
@@ -100,6 +101,7 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 	if ps := open.GetPolicy().GetPositionStart(); ps < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "policy.position_start: %d must be >= 0", ps)
 	}
+
 	planWorld := world
 	var consumed uint64
 	probe := policyConfig(open.Policy, 1)
@@ -146,7 +148,7 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 			PolicyHash: phash, Consumed: consumed, PlanWorld: uint32(planWorld),
 		},
 		rank: int(open.Rank), world: world, worker: int(open.Worker), workers: workers,
-		assigned: assigned,
+		assigned: assigned, padID: padID(open.Policy, d.info),
 	}, nil
 }
 

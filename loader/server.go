@@ -160,9 +160,14 @@ func (s *Server) openDataset(name, dir string) (*served, error) {
 		}
 		d.files = append(d.files, shardFile{name: sh.Name, path: path, size: sh.Bytes, mtime: fi.ModTime(), fi: fi})
 	}
+	special, err := dataset.ReadSpecialTokens(dir)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err), ds.Close())
+	}
 	d.info = &gloadpb.DatasetInfo{
 		Name: name, Rows: uint64(ds.Len()), Tokens: uint64(tokens), Fingerprint: ds.Fingerprint(),
 		TokenizerHash: ds.TokenizerHash(), Shards: uint32(len(shards)), MaxLength: maxLen,
+		PadId: special.PadID, PadToken: special.PadToken, PadFrom: special.PadFrom,
 	}
 	s.log.Info("dataset opened", "dataset", name, "dir", dir, "rows", ds.Len(), "tokens", tokens,
 		"shards", len(shards), "fingerprint", ds.Fingerprint(), "index_used", ds.IndexUsed(),

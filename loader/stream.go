@@ -176,6 +176,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		Prefetch:    uint32(prefetch),
 		WorldSize:   uint32(c.world),
 		NumWorkers:  uint32(c.workers),
+		PadId:       c.padID,
 	}
 	var ring *shm.Ring
 	var layout shm.Layout
@@ -234,7 +235,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		}
 		h := batchHeader{
 			seq: uint64(i), global: uint64(g), rankStep: uint64(c.worker + i*c.workers),
-			packed: packed, padID: c.open.GetPolicy().GetPadId(), posStart: c.open.GetPolicy().GetPositionStart(),
+			packed: packed, padID: c.padID, posStart: c.open.GetPolicy().GetPositionStart(),
 		}
 		wb, err := s.build(asm, c, g, h, ring, slot, layout)
 		if err != nil {

@@ -32,6 +32,7 @@ type tokenizeOptions struct {
 	splitSpecial bool
 	appendEOS    bool
 	eosToken     string
+	padToken     string
 	maxLength    int
 	overflow     string
 	minLength    int
@@ -76,6 +77,7 @@ ends byte-identical to an uninterrupted run.`,
 	f.BoolVar(&o.splitSpecial, "split-special-tokens", false, "treat special-token text in documents as plain text")
 	f.BoolVar(&o.appendEOS, "append-eos", false, "append the EOS token to every document")
 	f.StringVar(&o.eosToken, "eos-token", "", "EOS token for --append-eos (default: eos_token of tokenizer_config.json beside the tokenizer)")
+	f.StringVar(&o.padToken, "pad-token", "", "pad token recorded in the dataset for gload serve (default: pad_token, else eos_token, of tokenizer_config.json beside the tokenizer)")
 	f.IntVar(&o.maxLength, "max-length", 0, "longest row in tokens (0: no limit); see --overflow")
 	f.StringVar(&o.overflow, "overflow", "truncate", "documents above --max-length: truncate, split or drop")
 	f.IntVar(&o.minLength, "min-length", 0, "skip rows shorter than this many tokens")
@@ -146,6 +148,20 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 			return err
 		}
 		opts.AppendEOS, opts.EOSID = true, id
+	}
+	tcfg, err := readTokenizerConfig(o.tokenizer)
+	if err != nil {
+		return err
+	}
+	special, found, err := padToken(eng, tcfg, o.padToken)
+	if err != nil {
+		return err
+	}
+	if found {
+		opts.Special = special
+	} else {
+		log.Warn("no pad token recorded (no pad_token or eos_token in tokenizer_config.json, no --pad-token): clients pad with 0 unless they pass pad_id",
+			"tokenizer_config", tcfg.path)
 	}
 	if !o.quiet {
 		opts.Progress = cmd.ErrOrStderr()

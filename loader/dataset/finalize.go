@@ -94,7 +94,7 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 		ix.Shards = append(ix.Shards, e)
 		ix.Lengths = append(ix.Lengths, s.Lengths...)
 	}
-	if err := writeFileAtomic(dir, InfoFile, []byte(datasetInfoJSON(opts.Columns))); err != nil {
+	if err := writeFileAtomic(dir, InfoFile, []byte(datasetInfoJSON(opts.Columns, opts.Special))); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
 	}
 	if err := writeFileAtomic(dir, StateFile, []byte(stateJSON(final, opts))); err != nil {
@@ -286,10 +286,17 @@ type jsonKV struct {
 
 type jsonObj []jsonKV
 
+// jsonNumber is a number, written as it is.
+type jsonNumber string
+
+// featuresJSON writes list columns in the Sequence form (datasets 2.x and
+// 3.x write it, 4.x and later still read it as List); the 4.x "List" form is
+// unknown to datasets before 4 ("Feature type 'List' not found").
 func featuresJSON(columns []string) jsonObj {
 	f := jsonObj{{"input_ids", jsonObj{
 		{"feature", jsonObj{{"dtype", "int32"}, {"_type", "Value"}}},
-		{"_type", "List"},
+		{"length", jsonNumber("-1")},
+		{"_type", "Sequence"},
 	}}}
 	for _, c := range columns {
 		f = append(f, jsonKV{c, jsonObj{{"dtype", "string"}, {"_type", "Value"}}})
@@ -302,14 +309,17 @@ func hfSchemaMetadata(columns []string) string {
 	return pyJSON(jsonObj{{"info", jsonObj{{"features", featuresJSON(columns)}}}}, 0)
 }
 
-func datasetInfoJSON(columns []string) string {
-	return pyJSON(jsonObj{
+func datasetInfoJSON(columns []string, special SpecialTokens) string {
+	info := jsonObj{
 		{"citation", ""},
 		{"description", ""},
 		{"features", featuresJSON(columns)},
-		{"homepage", ""},
-		{"license", ""},
-	}, 2)
+	}
+	if special.Known() {
+		info = append(info, jsonKV{"gload", special.json()})
+	}
+	info = append(info, jsonKV{"homepage", ""}, jsonKV{"license", ""})
+	return pyJSON(info, 2)
 }
 
 func stateJSON(shards []ShardInfo, opts WriterOptions) string {
@@ -379,6 +389,8 @@ func writePyJSON(sb *strings.Builder, v any, indent, depth int) {
 		sb.WriteString("null")
 	case bool:
 		sb.WriteString(strconv.FormatBool(x))
+	case jsonNumber:
+		sb.WriteString(string(x))
 	case string:
 		writePyString(sb, x)
 	case jsonObj:

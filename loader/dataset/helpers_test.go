@@ -140,6 +140,26 @@ func pythonPath(t *testing.T) string {
 	return py
 }
 
+// pythonPaths returns GLOAD_PYTHON and, when set, GLOAD_PYTHON_OLDEST (a
+// python with the oldest datasets/pyarrow supported). Under CI=true a missing
+// one fails instead of skipping.
+func pythonPaths(t *testing.T) []string {
+	t.Helper()
+	out := []string{pythonPath(t)}
+	py := os.Getenv("GLOAD_PYTHON_OLDEST")
+	if py == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("GLOAD_PYTHON_OLDEST not set under CI=true (make test sets it to .venv-oldest/bin/python)")
+		}
+		t.Log("GLOAD_PYTHON_OLDEST not set: checking with GLOAD_PYTHON's datasets only")
+		return out
+	}
+	if _, err := os.Stat(py); err != nil {
+		t.Fatalf("GLOAD_PYTHON_OLDEST=%s: %v", py, err)
+	}
+	return append(out, py)
+}
+
 // writeExpected writes rows as check_hf.py's expected JSON and returns its path.
 func writeExpected(t *testing.T, rows []testRow, colNames []string) string {
 	t.Helper()

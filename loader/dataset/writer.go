@@ -29,6 +29,9 @@ type WriterOptions struct {
 	// TokenizerHash is stored in gload.index (e.g. hex sha256 of tokenizer.json
 	// bytes and flags, computed by the caller).
 	TokenizerHash string
+	// Special is recorded in dataset_info.json (see [SpecialTokens]); the zero
+	// value records nothing.
+	Special SpecialTokens
 }
 
 // Check reports whether shards can be written with o (column names that are empty, repeated or input_ids are
@@ -47,6 +50,9 @@ func (o WriterOptions) normalized() (WriterOptions, error) {
 	}
 	if len(o.TokenizerHash) > maxTokHashLen {
 		return o, fmt.Errorf("%w: tokenizer hash of %d bytes", ErrBadInput, len(o.TokenizerHash))
+	}
+	if err := o.Special.validate(); err != nil {
+		return o, err
 	}
 	seen := map[string]bool{"input_ids": true}
 	for _, c := range o.Columns {

@@ -77,21 +77,32 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestHuggingFaceReadsOutput runs testdata/check_hf.py (datasets.load_from_disk
-// and pyarrow.ipc.open_stream over a memory map) on datasets written here.
+// and pyarrow.ipc.open_stream over a memory map) on datasets written here,
+// with the newest and the oldest supported datasets/pyarrow (GLOAD_PYTHON and
+// GLOAD_PYTHON_OLDEST): list columns must be in the Sequence form that
+// datasets before 4 read, and the "gload" entry of dataset_info.json must not
+// trouble any of them.
 func TestHuggingFaceReadsOutput(t *testing.T) {
-	py := pythonPath(t)
-	args := []string{"testdata/check_hf.py"}
-	for _, tc := range roundTripCases {
-		dir := filepath.Join(t.TempDir(), tc.name)
-		os.Mkdir(dir, 0o755)
-		rows := genRows(tc.rows, len(tc.cols), tc.maxLen, uint64(tc.rows))
-		writeDataset(t, dir, rows, WriterOptions{Columns: tc.cols, RowsPerBatch: tc.batch}, tc.perShard)
-		args = append(args, dir, writeExpected(t, rows, tc.cols))
-	}
-	// One interpreter for all cases: importing datasets takes seconds.
-	out, err := exec.Command(py, args...).CombinedOutput()
-	if err != nil || strings.Count(string(out), "ok\n") != len(roundTripCases) {
-		t.Fatalf("check_hf.py: %v\n%s", err, out)
+	for _, py := range pythonPaths(t) {
+		t.Run(filepath.Base(filepath.Dir(filepath.Dir(py))), func(t *testing.T) {
+			args := []string{"testdata/check_hf.py"}
+			for i, tc := range roundTripCases {
+				dir := filepath.Join(t.TempDir(), tc.name)
+				os.Mkdir(dir, 0o755)
+				rows := genRows(tc.rows, len(tc.cols), tc.maxLen, uint64(tc.rows))
+				opts := WriterOptions{Columns: tc.cols, RowsPerBatch: tc.batch}
+				if i%2 == 1 {
+					opts.Special = SpecialTokens{PadID: int32(i), PadToken: "<|pad|>", PadFrom: PadFromPadToken}
+				}
+				writeDataset(t, dir, rows, opts, tc.perShard)
+				args = append(args, dir, writeExpected(t, rows, tc.cols))
+			}
+			// One interpreter for all cases: importing datasets takes seconds.
+			out, err := exec.Command(py, args...).CombinedOutput()
+			if err != nil || strings.Count(string(out), "ok\n") != len(roundTripCases) {
+				t.Fatalf("%s check_hf.py: %v\n%s", py, err, out)
+			}
+		})
 	}
 }
 
@@ -143,7 +154,8 @@ func TestHFJSONFiles(t *testing.T) {
         "dtype": "int32",
         "_type": "Value"
       },
-      "_type": "List"
+      "length": -1,
+      "_type": "Sequence"
     },
     "text": {
       "dtype": "string",
@@ -169,7 +181,7 @@ func TestHFJSONFiles(t *testing.T) {
 		!strings.HasSuffix(string(state), "\",\n  \"_format_columns\": null,\n  \"_format_kwargs\": {},\n  \"_format_type\": null,\n  \"_output_all_columns\": false,\n  \"_split\": null\n}") {
 		t.Errorf("state.json:\n%s", state)
 	}
-	if got := hfSchemaMetadata([]string{"text"}); got != `{"info": {"features": {"input_ids": {"feature": {"dtype": "int32", "_type": "Value"}, "_type": "List"}, "text": {"dtype": "string", "_type": "Value"}}}}` {
+	if got := hfSchemaMetadata([]string{"text"}); got != `{"info": {"features": {"input_ids": {"feature": {"dtype": "int32", "_type": "Value"}, "length": -1, "_type": "Sequence"}, "text": {"dtype": "string", "_type": "Value"}}}}` {
 		t.Errorf("schema metadata %s", got)
 	}
 }

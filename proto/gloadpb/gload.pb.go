@@ -86,11 +86,13 @@ type BatchPolicy struct {
 	Boundaries    []uint32               `protobuf:"varint,7,rep,packed,name=boundaries,proto3" json:"boundaries,omitempty"`                       // explicit padded lengths (ascending)
 	AutoBuckets   uint32                 `protobuf:"varint,8,opt,name=auto_buckets,json=autoBuckets,proto3" json:"auto_buckets,omitempty"`         // K > 0: K boundaries chosen from the length histogram
 	MegaBatchMult uint32                 `protobuf:"varint,9,opt,name=mega_batch_mult,json=megaBatchMult,proto3" json:"mega_batch_mult,omitempty"` // bucketed/tokens: mega-batch = this × batch_size rows (0: 50)
-	Remainder     string                 `protobuf:"bytes,10,opt,name=remainder,proto3" json:"remainder,omitempty"`                                // "drop" (default) or "wrap": batches that do not divide among ranks
+	Remainder     string                 `protobuf:"bytes,10,opt,name=remainder,proto3" json:"remainder,omitempty"`                                // "drop" (default), "wrap" or "keep" (every batch, ranks may get one more than others)
 	NoWarmup      bool                   `protobuf:"varint,11,opt,name=no_warmup,json=noWarmup,proto3" json:"no_warmup,omitempty"`                 // do not open the epoch with one batch of every shape
 	SplitDocs     bool                   `protobuf:"varint,12,opt,name=split_docs,json=splitDocs,proto3" json:"split_docs,omitempty"`              // packed: documents may be split across rows
 	PositionStart int32                  `protobuf:"varint,13,opt,name=position_start,json=positionStart,proto3" json:"position_start,omitempty"`  // packed: first position id of every document (0 or 1)
-	PadId         int32                  `protobuf:"varint,14,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"`                          // token id used for padding input_ids
+	PadId         int32                  `protobuf:"varint,14,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"`                          // token id used for padding input_ids (see pad_id_set)
+	Sequential    bool                   `protobuf:"varint,70,opt,name=sequential,proto3" json:"sequential,omitempty"`                             // bucketed/tokens: dataset order, no shuffle, no length sort, no warm-up (evaluation)
+	PadIdSet      bool                   `protobuf:"varint,71,opt,name=pad_id_set,json=padIdSet,proto3" json:"pad_id_set,omitempty"`               // pad_id is the client's choice even when 0; unset and pad_id 0: the dataset's pad token
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -221,6 +223,20 @@ func (x *BatchPolicy) GetPadId() int32 {
 		return x.PadId
 	}
 	return 0
+}
+
+func (x *BatchPolicy) GetSequential() bool {
+	if x != nil {
+		return x.Sequential
+	}
+	return false
+}
+
+func (x *BatchPolicy) GetPadIdSet() bool {
+	if x != nil {
+		return x.PadIdSet
+	}
+	return false
 }
 
 // ResumeState is global and small: where a job stands in an epoch plan. A job that resumes with another world
@@ -803,6 +819,7 @@ type Opened struct {
 	Layout        *SlotLayout            `protobuf:"bytes,9,opt,name=layout,proto3" json:"layout,omitempty"`                         // shm: where each buffer sits inside a slot
 	WorldSize     uint32                 `protobuf:"varint,10,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
 	NumWorkers    uint32                 `protobuf:"varint,11,opt,name=num_workers,json=numWorkers,proto3" json:"num_workers,omitempty"`
+	PadId         int32                  `protobuf:"varint,75,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"` // the token id input_ids are padded with in this stream
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -910,6 +927,13 @@ func (x *Opened) GetWorldSize() uint32 {
 func (x *Opened) GetNumWorkers() uint32 {
 	if x != nil {
 		return x.NumWorkers
+	}
+	return 0
+}
+
+func (x *Opened) GetPadId() int32 {
+	if x != nil {
+		return x.PadId
 	}
 	return 0
 }
@@ -1242,6 +1266,9 @@ type DatasetInfo struct {
 	TokenizerHash string                 `protobuf:"bytes,5,opt,name=tokenizer_hash,json=tokenizerHash,proto3" json:"tokenizer_hash,omitempty"`
 	Shards        uint32                 `protobuf:"varint,6,opt,name=shards,proto3" json:"shards,omitempty"`
 	MaxLength     uint32                 `protobuf:"varint,7,opt,name=max_length,json=maxLength,proto3" json:"max_length,omitempty"`
+	PadId         int32                  `protobuf:"varint,72,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"`         // the pad token id recorded when the dataset was written (meaningful when pad_from is set)
+	PadToken      string                 `protobuf:"bytes,73,opt,name=pad_token,json=padToken,proto3" json:"pad_token,omitempty"` // its text
+	PadFrom       string                 `protobuf:"bytes,74,opt,name=pad_from,json=padFrom,proto3" json:"pad_from,omitempty"`    // "pad_token", "eos_token" (the tokenizer had no pad token) or "flag"; "" when none was recorded
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1323,6 +1350,27 @@ func (x *DatasetInfo) GetMaxLength() uint32 {
 		return x.MaxLength
 	}
 	return 0
+}
+
+func (x *DatasetInfo) GetPadId() int32 {
+	if x != nil {
+		return x.PadId
+	}
+	return 0
+}
+
+func (x *DatasetInfo) GetPadToken() string {
+	if x != nil {
+		return x.PadToken
+	}
+	return ""
+}
+
+func (x *DatasetInfo) GetPadFrom() string {
+	if x != nil {
+		return x.PadFrom
+	}
+	return ""
 }
 
 type ListDatasetsResponse struct {
@@ -1823,7 +1871,7 @@ var File_gload_proto protoreflect.FileDescriptor
 
 const file_gload_proto_rawDesc = "" +
 	"\n" +
-	"\vgload.proto\x12\bgload.v1\"\xc5\x03\n" +
+	"\vgload.proto\x12\bgload.v1\"\x83\x04\n" +
 	"\vBatchPolicy\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x1d\n" +
 	"\n" +
@@ -1844,7 +1892,12 @@ const file_gload_proto_rawDesc = "" +
 	"\n" +
 	"split_docs\x18\f \x01(\bR\tsplitDocs\x12%\n" +
 	"\x0eposition_start\x18\r \x01(\x05R\rpositionStart\x12\x15\n" +
-	"\x06pad_id\x18\x0e \x01(\x05R\x05padId\"\xb5\x01\n" +
+	"\x06pad_id\x18\x0e \x01(\x05R\x05padId\x12\x1e\n" +
+	"\n" +
+	"sequential\x18F \x01(\bR\n" +
+	"sequential\x12\x1c\n" +
+	"\n" +
+	"pad_id_set\x18G \x01(\bR\bpadIdSet\"\xb5\x01\n" +
 	"\vResumeState\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x12\n" +
 	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12\x14\n" +
@@ -1894,7 +1947,7 @@ const file_gload_proto_rawDesc = "" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12!\n" +
 	"\fposition_ids\x18\x04 \x01(\x04R\vpositionIds\x12\x1d\n" +
 	"\n" +
-	"cu_seqlens\x18\x05 \x01(\x04R\tcuSeqlens\"\xf4\x02\n" +
+	"cu_seqlens\x18\x05 \x01(\x04R\tcuSeqlens\"\x8b\x03\n" +
 	"\x06Opened\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x04R\abatches\x12+\n" +
@@ -1910,7 +1963,8 @@ const file_gload_proto_rawDesc = "" +
 	"world_size\x18\n" +
 	" \x01(\rR\tworldSize\x12\x1f\n" +
 	"\vnum_workers\x18\v \x01(\rR\n" +
-	"numWorkers\"\xd7\x02\n" +
+	"numWorkers\x12\x15\n" +
+	"\x06pad_id\x18K \x01(\x05R\x05padId\"\xd7\x02\n" +
 	"\x05Batch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12!\n" +
 	"\fglobal_index\x18\x02 \x01(\x04R\vglobalIndex\x12\x1b\n" +
@@ -1934,7 +1988,7 @@ const file_gload_proto_rawDesc = "" +
 	"\x05batch\x18\x02 \x01(\v2\x0f.gload.v1.BatchH\x00R\x05batch\x12!\n" +
 	"\x03end\x18\x03 \x01(\v2\r.gload.v1.EndH\x00R\x03endB\x05\n" +
 	"\x03msg\"\x15\n" +
-	"\x13ListDatasetsRequest\"\xcd\x01\n" +
+	"\x13ListDatasetsRequest\"\x9c\x02\n" +
 	"\vDatasetInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x04R\x04rows\x12\x16\n" +
@@ -1943,7 +1997,10 @@ const file_gload_proto_rawDesc = "" +
 	"\x0etokenizer_hash\x18\x05 \x01(\tR\rtokenizerHash\x12\x16\n" +
 	"\x06shards\x18\x06 \x01(\rR\x06shards\x12\x1d\n" +
 	"\n" +
-	"max_length\x18\a \x01(\rR\tmaxLength\"I\n" +
+	"max_length\x18\a \x01(\rR\tmaxLength\x12\x15\n" +
+	"\x06pad_id\x18H \x01(\x05R\x05padId\x12\x1b\n" +
+	"\tpad_token\x18I \x01(\tR\bpadToken\x12\x19\n" +
+	"\bpad_from\x18J \x01(\tR\apadFrom\"I\n" +
 	"\x14ListDatasetsResponse\x121\n" +
 	"\bdatasets\x18\x01 \x03(\v2\x15.gload.v1.DatasetInfoR\bdatasets\"1\n" +
 	"\vPlanRequest\x12\"\n" +

@@ -51,6 +51,8 @@ type Options struct {
 	Resume    bool // continue an interrupted run in Out
 	Strict    bool // stop at the first bad document instead of skipping it
 
+	Special dataset.SpecialTokens // recorded in the dataset's metadata (the pad token the server pads with)
+
 	Logger   *slog.Logger  // nil discards
 	Progress io.Writer     // live progress (terminal bar when it is a terminal, periodic lines otherwise); nil: none
 	Interval time.Duration // progress line interval when Progress is not a terminal (default 10 s)

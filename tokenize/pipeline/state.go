@@ -81,7 +81,7 @@ func configHash(o *Options, plan *corpus.Plan) string {
 	}
 	_ = enc.Encode(o.Corpus)
 	_ = enc.Encode([]any{o.Engine.Hash(), o.AddSpecialTokens, o.AppendEOS, o.EOSID, o.MaxLength, o.Overflow,
-		o.MinLength, o.ShardSize, o.RowsPerBatch})
+		o.MinLength, o.ShardSize, o.RowsPerBatch, o.Special})
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -92,6 +92,7 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		Columns:       o.Corpus.KeepColumns,
 		RowsPerBatch:  o.RowsPerBatch,
 		TokenizerHash: o.Engine.Hash(),
+		Special:       o.Special,
 	}
 	cfg := configHash(o, plan)
 	entries, err := os.ReadDir(o.Out)

@@ -6,7 +6,8 @@ EXPECTED_JSON is a file holding {"input_ids": [[...], ...], "columns": {"name": 
 (or that JSON text itself). The script checks that
 
   * datasets.load_from_disk(DATASET_DIR) gives exactly those rows and columns,
-    with features input_ids: List(Value("int32")) and string columns;
+    with features input_ids: List(Value("int32")) (datasets >= 4; Sequence(Value("int32")) before) and string
+    columns, and the "gload" entry of dataset_info.json (pad token) when EXPECTED_JSON has "special";
   * pyarrow.ipc.open_stream(pyarrow.memory_map(f)) reads every shard listed in
     state.json, with the "huggingface" schema metadata, and the shards together
     hold the same rows.
@@ -52,7 +53,8 @@ def check(ddir, exp_arg):
     if ds.column_names != want_names:
         fail(f"{ddir}: load_from_disk: columns {ds.column_names}, want {want_names}")
     feat = ds.features["input_ids"]
-    if not isinstance(feat, datasets.List) or feat.feature.dtype != "int32":
+    list_types = tuple(t for t in (getattr(datasets, "List", None), datasets.Sequence) if isinstance(t, type))
+    if not isinstance(feat, list_types) or feat.feature.dtype != "int32":
         fail(f"{ddir}: load_from_disk: input_ids feature {feat!r}")
     for name in want_cols:
         if ds.features[name] != datasets.Value("string"):
