@@ -7,6 +7,8 @@ PYTHON    ?= .venv/bin/python
 BIN       := bin/gload
 export CGO_CFLAGS := -Wno-deprecated-declarations
 export GLOAD_PYTHON := $(abspath $(PYTHON))
+# The oldest supported datasets/pyarrow (loader/dataset's Hugging Face check runs with both).
+export GLOAD_PYTHON_OLDEST := $(abspath .venv-oldest/bin/python)
 
 .PHONY: all setup build build-hf demo test test-go test-race test-hf test-py lint bench clean
 

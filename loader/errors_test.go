@@ -55,7 +55,8 @@ func TestOpenErrors(t *testing.T) {
 		{"token budget under bucketed", func(o *gloadpb.Open) { o.Policy.TokenBudget = 100 }, codes.InvalidArgument, []string{"policy.token_budget"}},
 		{"packed without seq_len", func(o *gloadpb.Open) { o.Policy.Policy = "packed" }, codes.InvalidArgument, []string{"policy.seq_len"}},
 		{"unknown policy", func(o *gloadpb.Open) { o.Policy.Policy = "sorted" }, codes.InvalidArgument, []string{"policy.policy", `"sorted"`}},
-		{"unknown remainder", func(o *gloadpb.Open) { o.Policy.Remainder = "keep" }, codes.InvalidArgument, []string{"policy.remainder", `"keep"`}},
+		{"unknown remainder", func(o *gloadpb.Open) { o.Policy.Remainder = "pad" }, codes.InvalidArgument, []string{"policy.remainder", `"pad"`}},
+		{"sequential packed", func(o *gloadpb.Open) { o.Policy.Policy, o.Policy.SeqLen, o.Policy.Sequential = "packed", 64, true }, codes.InvalidArgument, []string{"policy.sequential"}},
 		{"boundaries not ascending", func(o *gloadpb.Open) { o.Policy.Boundaries = []uint32{64, 32} }, codes.InvalidArgument, []string{"policy.boundaries"}},
 		{"negative position start", func(o *gloadpb.Open) { o.Policy.PositionStart = -1 }, codes.InvalidArgument, []string{"policy.position_start"}},
 		{"batch over the server limit", func(o *gloadpb.Open) {

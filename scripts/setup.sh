@@ -4,7 +4,8 @@
 #   - a Python virtualenv in .venv with the pinned packages (.ci/requirements.txt)
 #   - with SETUP_TEST=1 (make test): .venv-oldest with the oldest grpcio/protobuf/numpy the Python client supports
 #     (.ci/requirements-oldest.txt) on Debian's Python, whose system site packages give it torch 1.13 (CPU, apt
-#     python3-torch) for the DataLoader and DDP tests
+#     python3-torch) for the DataLoader and DDP tests, with the oldest datasets/transformers/accelerate/torchdata
+#     tested (.ci/requirements-oldest-nodeps.txt is installed without dependencies)
 #   - with SETUP_HF=1 (the default in CI): libtokenizers.a for the optional Rust-core engine (cargo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,10 +28,15 @@ if [[ ${SETUP_TEST:-0} == 1 ]]; then
 			echo "setup: no torch for /usr/bin/python3 (apt-get install python3-torch python3-venv); torch tests will skip" >&2
 		fi
 	fi
-	if [[ ! -x .venv-oldest/bin/python ]] || ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest' 2>/dev/null; then
-		rm -rf .venv-oldest
+	if [[ ! -x .venv-oldest/bin/python ]]; then
 		/usr/bin/python3 -m venv --system-site-packages .venv-oldest
+	fi
+	if ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest, datasets, transformers, accelerate, torchdata' 2>/dev/null; then
+		echo "setup: installing .venv-oldest (.ci/requirements-oldest*.txt: grpcio, protobuf, numpy, datasets, transformers, accelerate, torchdata)"
+		t0=$SECONDS
 		.venv-oldest/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-oldest.txt
+		.venv-oldest/bin/pip install --quiet --disable-pip-version-check --no-deps -r .ci/requirements-oldest-nodeps.txt
+		echo "setup: .venv-oldest ready in $((SECONDS - t0)) s"
 	fi
 fi
 if [[ ${SETUP_HF:-0} == 1 ]]; then

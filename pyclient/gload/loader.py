@@ -150,7 +150,7 @@ class Loader(_Base):
             max_length=int(max_length), pad_multiple=int(pad_multiple),
             boundaries=[int(b) for b in (boundaries or [])], auto_buckets=int(auto_buckets),
             mega_batch_mult=int(mega_batch_mult), remainder=remainder, no_warmup=not warmup, split_docs=split_docs,
-            position_start=int(position_start), pad_id=int(pad_id))
+            position_start=int(position_start), pad_id=int(pad_id), pad_id_set=True)
         self._rank, self._world, self._worker, self._workers = rank, world_size, worker, num_workers
         for name, v in (("rank", rank), ("world_size", world_size), ("worker", worker), ("num_workers", num_workers)):
             if v is not None and (not isinstance(v, (int, np.integer)) or v < 0):
