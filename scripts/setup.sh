@@ -6,6 +6,8 @@
 #     (.ci/requirements-oldest.txt) on Debian's Python, whose system site packages give it torch 1.13 (CPU, apt
 #     python3-torch) for the DataLoader and DDP tests, with the oldest datasets/transformers/accelerate/torchdata
 #     tested (.ci/requirements-oldest-nodeps.txt is installed without dependencies)
+#   - with SETUP_TEST=1: bin/versitygw, a real S3-compatible server (Versity S3 Gateway, Apache-2.0) built from its Go
+#     module, for the object-storage tests (about 2-4 minutes cold on 2 cores, nothing when present)
 #   - with SETUP_HF=1 (the default in CI): libtokenizers.a for the optional Rust-core engine (cargo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,18 @@ if [[ ${SETUP_TEST:-0} == 1 ]]; then
 		.venv-oldest/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-oldest.txt
 		.venv-oldest/bin/pip install --quiet --disable-pip-version-check --no-deps -r .ci/requirements-oldest-nodeps.txt
 		echo "setup: .venv-oldest ready in $((SECONDS - t0)) s"
+	fi
+fi
+if [[ ${SETUP_TEST:-0} == 1 ]]; then
+	# Object-storage tests run against a real S3 server on loopback (loader/objstore/s3test starts it).
+	vgw_version=v1.8.0
+	if [[ ! -x bin/versitygw ]] || [[ $(cat bin/.versitygw-version 2>/dev/null) != "$vgw_version" ]]; then
+		echo "setup: building versitygw $vgw_version (S3 test server) into bin/ — a few minutes on a cold cache..."
+		t0=$SECONDS
+		mkdir -p bin
+		GOBIN="$PWD/bin" go install -ldflags='-s -w' "github.com/versity/versitygw/cmd/versitygw@$vgw_version"
+		echo "$vgw_version" >bin/.versitygw-version
+		echo "setup: versitygw built in $((SECONDS - t0)) s"
 	fi
 fi
 if [[ ${SETUP_HF:-0} == 1 ]]; then
