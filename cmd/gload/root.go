@@ -68,6 +68,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newEncodeCmd(g), newTokenizeCmd(g), newInspectCmd(g), newServeCmd(g), newWatchCmd(g), newBenchCmd(g))
+	root.AddCommand(newEncodeCmd(g), newTokenizeCmd(g), newInspectCmd(g), newServeCmd(g), newWatchCmd(g), newBenchCmd(g), newSyncCmd(g))
 	return root
 }

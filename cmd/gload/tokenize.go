@@ -44,6 +44,8 @@ type tokenizeOptions struct {
 	strict       bool
 	quiet        bool
 	memoryLimit  string
+	s3           s3Flags // --out s3://…
+	stage        string
 }
 
 func newTokenizeCmd(g *globalOptions) *cobra.Command {
@@ -89,6 +91,8 @@ ends byte-identical to an uninterrupted run.`,
 	f.BoolVar(&o.strict, "strict", false, "stop at the first bad document (exit 1) instead of skipping it")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	f.StringVar(&o.memoryLimit, "memory-limit", "768MiB", "soft limit for the Go heap (GC works harder near it); 0 or $GOMEMLIMIT to leave as is")
+	f.StringVar(&o.stage, "stage", "", "with --out s3://…: local directory the run writes before each shard is uploaded (default: under the user cache dir)")
+	o.s3.add(f)
 	_ = cmd.MarkFlagRequired("tokenizer")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
@@ -166,9 +170,19 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 	if !o.quiet {
 		opts.Progress = cmd.ErrOrStderr()
 	}
+	publish, err := o.stageRemoteOut(cmd.Context(), &opts)
+	if err != nil {
+		return err
+	}
 	sum, err := pipeline.Run(cmd.Context(), opts)
 	if err != nil {
 		return err
+	}
+	if publish != nil {
+		if err := publish(); err != nil {
+			return err
+		}
+		sum.Out = o.out
 	}
 	printSummary(cmd.OutOrStdout(), sum)
 	return nil

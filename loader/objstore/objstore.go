@@ -257,14 +257,14 @@ func (s *Store) Stat(ctx context.Context, name string) (Object, error) {
 	return Object{Name: name, Size: info.Size, ETag: info.ETag}, nil
 }
 
-// List returns the objects directly under the prefix (not in sub-"directories"), sorted by name.
+// List returns every object under the prefix (names relative to it), sorted by name.
 func (s *Store) List(ctx context.Context) ([]Object, error) {
 	prefix := ""
 	if s.url.Prefix != "" {
 		prefix = s.url.Prefix + "/"
 	}
 	var out []Object
-	for info := range s.c.ListObjects(ctx, s.url.Bucket, minio.ListObjectsOptions{Prefix: prefix}) {
+	for info := range s.c.ListObjects(ctx, s.url.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if info.Err != nil {
 			return nil, s.wrap("list", "", info.Err)
 		}
@@ -436,6 +436,17 @@ func (s *Store) Put(ctx context.Context, name string, b []byte) error {
 		minio.PutObjectOptions{ContentType: contentType(name)})
 	if err != nil {
 		return s.wrap("put", name, err)
+	}
+	return nil
+}
+
+// Copy copies object src to dst inside the store (no data through this machine; multipart copy above 5 GiB).
+func (s *Store) Copy(ctx context.Context, src, dst string) error {
+	_, err := s.c.ComposeObject(ctx,
+		minio.CopyDestOptions{Bucket: s.url.Bucket, Object: s.url.Key(dst)},
+		minio.CopySrcOptions{Bucket: s.url.Bucket, Object: s.url.Key(src)})
+	if err != nil {
+		return s.wrap("copy "+s.url.Key(src)+" to", dst, err)
 	}
 	return nil
 }

@@ -53,6 +53,10 @@ type Options struct {
 
 	Special dataset.SpecialTokens // recorded in the dataset's metadata (the pad token the server pads with)
 
+	// ShardDone, if set, runs after each shard is complete under its name in Out and journaled (an object-storage
+	// upload takes it from there); an error stops the run like a write error.
+	ShardDone func(dataset.ShardInfo) error
+
 	Logger   *slog.Logger  // nil discards
 	Progress io.Writer     // live progress (terminal bar when it is a terminal, periodic lines otherwise); nil: none
 	Interval time.Duration // progress line interval when Progress is not a terminal (default 10 s)

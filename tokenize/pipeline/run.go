@@ -410,6 +410,11 @@ func (w *writer) closeShard() error {
 	if err := w.st.save(); err != nil {
 		return err
 	}
+	if w.opts.ShardDone != nil {
+		if err := w.opts.ShardDone(info); err != nil {
+			return err
+		}
+	}
 	if testHookShardClosed != nil {
 		testHookShardClosed()
 	}

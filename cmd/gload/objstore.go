@@ -1,0 +1,170 @@
+package main
+
+// Object storage in the commands: `gload tokenize --out s3://…`, `gload sync`, and the flags they share.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/loader/objstore"
+	"github.com/gload/gload/loader/remote"
+	"github.com/gload/gload/tokenize/pipeline"
+)
+
+// s3Flags are the object-storage flags of tokenize, serve and sync. Credentials never come from flags: they are
+// read the AWS way (environment, shared credentials/config files with $AWS_PROFILE, instance roles).
+type s3Flags struct {
+	endpoint string
+	region   string
+	profile  string
+}
+
+func (s *s3Flags) add(f *pflag.FlagSet) {
+	f.StringVar(&s.endpoint, "s3-endpoint", "", "S3-compatible endpoint, http(s)://host:port (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, AWS)")
+	f.StringVar(&s.region, "s3-region", "", "region (default: $AWS_REGION, $AWS_DEFAULT_REGION)")
+	f.StringVar(&s.profile, "s3-profile", "", "profile of ~/.aws/credentials and ~/.aws/config (default: $AWS_PROFILE, default)")
+}
+
+func (s *s3Flags) open(ctx context.Context, rawURL string) (*objstore.Store, error) {
+	u, err := objstore.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return objstore.Open(ctx, u, objstore.Config{Endpoint: s.endpoint, Region: s.region, Profile: s.profile})
+}
+
+// defaultCacheRoot is $XDG_CACHE_HOME/gload (or ~/.cache/gload).
+func defaultCacheRoot() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "gload")
+	}
+	return filepath.Join(os.TempDir(), "gload-cache")
+}
+
+// stageRemoteOut points a tokenize run whose --out is s3://… at a local stage directory and uploads each shard as
+// it completes. The returned finish publishes the dataset (gload.index last) after a successful run.
+func (o *tokenizeOptions) stageRemoteOut(ctx context.Context, opts *pipeline.Options) (finish func() error, err error) {
+	if !objstore.IsURL(opts.Out) {
+		return nil, nil
+	}
+	st, err := o.s3.open(ctx, opts.Out)
+	if err != nil {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	stage := o.stage
+	if stage == "" {
+		stage = remote.CacheDir(filepath.Join(defaultCacheRoot(), "upload"), st.URL())
+	}
+	if !opts.Resume {
+		if err := os.RemoveAll(stage); err != nil {
+			return nil, fmt.Errorf("--stage: %w", err)
+		}
+	}
+	up, err := remote.NewStagedUpload(ctx, st, stage, remote.StageOptions{Overwrite: opts.Overwrite, Resume: opts.Resume})
+	if err != nil {
+		return nil, err
+	}
+	if opts.Resume {
+		if _, err := os.Stat(filepath.Join(stage, "gload.progress.json")); os.IsNotExist(err) {
+			opts.Resume = false // nothing to resume: start afresh into the stage
+			os.RemoveAll(stage)
+		}
+	}
+	opts.Out = stage
+	opts.ShardDone = func(s dataset.ShardInfo) error { return up.ShardDone(ctx, s) }
+	return func() error {
+		if err := up.Finish(ctx); err != nil {
+			return err
+		}
+		return os.RemoveAll(stage)
+	}, nil
+}
+
+type syncOptions struct {
+	g     *globalOptions
+	s3    s3Flags
+	quiet bool
+}
+
+func newSyncCmd(g *globalOptions) *cobra.Command {
+	o := &syncOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "sync SRC DST",
+		Short: "Copy a dataset between object storage and a local directory, verified",
+		Long: `gload sync s3://bucket/prefix DIR downloads a dataset: its metadata first, then every shard through a
+temporary name, verified against the content hash recorded in gload.index, and gload.index last, so DIR looks
+complete only when it is. Shards already in DIR that verify are kept: a killed sync is simply run again.
+
+gload sync DIR s3://bucket/prefix uploads a complete local dataset: shards first (those already in the bucket
+with the right size are skipped), then dataset_info.json and state.json, gload.index last.
+
+Credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), the shared
+files (~/.aws/credentials, ~/.aws/config, AWS_PROFILE) or an instance role; --s3-endpoint (or AWS_ENDPOINT_URL)
+names an S3-compatible store (MinIO, Ceph, R2, GCS's XML API at https://storage.googleapis.com with HMAC keys).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, args[0], args[1])
+		},
+	}
+	o.s3.add(cmd.Flags())
+	cmd.Flags().BoolVar(&o.quiet, "quiet", false, "no progress output")
+	return cmd
+}
+
+func (o *syncOptions) run(cmd *cobra.Command, src, dst string) error {
+	ctx := cmd.Context()
+	t0 := time.Now()
+	switch {
+	case objstore.IsURL(src) && !objstore.IsURL(dst):
+		st, err := o.s3.open(ctx, src)
+		if err != nil {
+			return err
+		}
+		var prog func(done, total int64, shard string)
+		if !o.quiet {
+			prog = progressLine(cmd.ErrOrStderr())
+		}
+		meta, err := remote.Sync(ctx, st, dst, remote.SyncOptions{Progress: prog})
+		if err != nil {
+			return err
+		}
+		var bytes int64
+		for _, e := range meta.Shards {
+			bytes += e.Size
+		}
+		secs := time.Since(t0).Seconds()
+		fmt.Fprintf(cmd.OutOrStdout(), "synced %s → %s: %d shards, %d rows, %.1f MB in %.1f s (%.1f MB/s), every shard verified\n",
+			st.URL(), dst, len(meta.Shards), meta.Index.Rows(), float64(bytes)/1e6, secs, float64(bytes)/1e6/max(secs, 1e-9))
+		return nil
+	case !objstore.IsURL(src) && objstore.IsURL(dst):
+		st, err := o.s3.open(ctx, dst)
+		if err != nil {
+			return err
+		}
+		if err := remote.Upload(ctx, src, st); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "uploaded %s → %s in %.1f s\n", src, st.URL(), time.Since(t0).Seconds())
+		return nil
+	}
+	return fmt.Errorf("sync: one of SRC and DST must be s3://bucket/prefix and the other a local directory (got %q, %q)", src, dst)
+}
+
+// progressLine prints a sync's progress at most once a second.
+func progressLine(w io.Writer) func(done, total int64, shard string) {
+	var last time.Time
+	return func(done, total int64, shard string) {
+		if now := time.Now(); now.Sub(last) >= time.Second || done == total {
+			last = now
+			fmt.Fprintf(w, "sync: %.1f / %.1f MB (%s)\n", float64(done)/1e6, float64(total)/1e6, shard)
+		}
+	}
+}

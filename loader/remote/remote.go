@@ -1,0 +1,231 @@
+// Package remote moves gload datasets between a local directory and object storage (package objstore): it reads a
+// stored dataset's metadata first (gload.index, state.json, dataset_info.json) so a server can plan before any shard
+// is local, copies whole datasets with every shard verified against the content hash in the index (gload sync), and
+// uploads datasets so that an interrupted upload never looks complete (shards first, gload.index last).
+//
+// It does not parse shards (loader/dataset does) and keeps no state beyond the directories it is given.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc64"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/loader/objstore"
+)
+
+// Metadata files, in the order they are uploaded; gload.index is always last.
+var metaFiles = []string{dataset.InfoFile, dataset.StateFile}
+
+const maxMetaBytes = 1 << 30 // gload.index of ~250M rows; anything larger is not ours
+
+// ErrIncomplete says a stored dataset has no gload.index (still uploading, or written by another tool).
+var ErrIncomplete = errors.New("remote: no gload.index in the bucket")
+
+// Meta is a stored dataset's metadata, downloaded into Dir.
+type Meta struct {
+	URL    objstore.URL
+	Dir    string // local directory holding the metadata (and, for a cache, the shards)
+	Index  *dataset.Index
+	Shards []dataset.ShardEntry // in dataset order, from the index
+}
+
+// FetchMeta downloads the metadata of the dataset at st into dir (each file through a temporary name; the index
+// written last) and decodes the index. A dataset in the bucket with no gload.index gives ErrIncomplete, naming it.
+func FetchMeta(ctx context.Context, st *objstore.Store, dir string) (*Meta, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	ixb, err := st.ReadSmall(ctx, dataset.IndexFile, maxMetaBytes)
+	if errors.Is(err, objstore.ErrNotFound) {
+		if _, jerr := st.Stat(ctx, "gload.progress.json"); jerr == nil {
+			return nil, fmt.Errorf("%w: %s is an unfinished gload tokenize upload (gload.progress.json is there): "+
+				"finish it with gload tokenize --resume", ErrIncomplete, st.URL())
+		}
+		return nil, fmt.Errorf("%w: %s (not written by gload tokenize, or its upload did not finish)", ErrIncomplete, st.URL())
+	}
+	if err != nil {
+		return nil, err
+	}
+	ix, err := dataset.UnmarshalIndex(ixb)
+	if err != nil {
+		return nil, fmt.Errorf("remote: %s/%s: %w", st.URL(), dataset.IndexFile, err)
+	}
+	for _, name := range metaFiles {
+		b, err := st.ReadSmall(ctx, name, maxMetaBytes)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeAtomic(filepath.Join(dir, name), b); err != nil {
+			return nil, err
+		}
+	}
+	// The index goes last: a directory holding gload.index has all its metadata.
+	if err := writeAtomic(filepath.Join(dir, dataset.IndexFile), ixb); err != nil {
+		return nil, err
+	}
+	return &Meta{URL: st.URL(), Dir: dir, Index: ix, Shards: ix.Shards}, nil
+}
+
+// VerifyShard checks a downloaded shard file against its index entry: size, and the content hash when the index
+// has one.
+func VerifyShard(path string, e dataset.ShardEntry) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != e.Size {
+		return fmt.Errorf("shard %s: %d bytes, gload.index says %d", e.Name, fi.Size(), e.Size)
+	}
+	if e.ContentHash == 0 {
+		return nil
+	}
+	h := crc64.New(crc64.MakeTable(crc64.ECMA))
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("shard %s: %w", e.Name, err)
+	}
+	if got := h.Sum64(); got != e.ContentHash {
+		return fmt.Errorf("shard %s: content hash %016x, gload.index says %016x", e.Name, got, e.ContentHash)
+	}
+	return nil
+}
+
+// SyncOptions control Sync.
+type SyncOptions struct {
+	Progress func(done, total int64, shard string) // bytes of shards present so far; nil: none
+}
+
+// Sync copies the dataset at st into dst, verifying every shard; shards already in dst that verify are kept, so a
+// killed sync continues where it stopped. dst is complete (has gload.index) only when every shard is.
+func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions) (*Meta, error) {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	// The index is fetched into a side directory first and moved into dst last.
+	side := filepath.Join(dst, ".gload-sync")
+	meta, err := FetchMeta(ctx, st, side)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(filepath.Join(dst, dataset.IndexFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	var total, done int64
+	for _, e := range meta.Shards {
+		total += e.Size
+	}
+	for _, e := range meta.Shards {
+		path := filepath.Join(dst, e.Name)
+		if VerifyShard(path, e) == nil {
+			done += e.Size
+			if opts.Progress != nil {
+				opts.Progress(done, total, e.Name)
+			}
+			continue
+		}
+		base := done
+		_, err := st.Download(ctx, e.Name, path, objstore.DownloadOptions{
+			Verify: func(p string) error { return VerifyShard(p, e) },
+			Progress: func(n int64) {
+				if opts.Progress != nil {
+					opts.Progress(base+n, total, e.Name)
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		done += e.Size
+	}
+	for _, name := range append(append([]string{}, metaFiles...), dataset.IndexFile) {
+		if err := os.Rename(filepath.Join(side, name), filepath.Join(dst, name)); err != nil {
+			return nil, fmt.Errorf("remote: %w", err)
+		}
+	}
+	if err := os.Remove(side); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	meta.Dir = dst
+	return meta, nil
+}
+
+// Upload copies the complete local dataset in dir to st: shards (skipping objects already there with the same
+// size, so a killed upload continues), then the Hugging Face metadata, then gload.index last.
+func Upload(ctx context.Context, dir string, st *objstore.Store) error {
+	ix, err := dataset.ReadIndex(dir)
+	if err != nil {
+		return fmt.Errorf("remote: upload %s: %w (only complete gload datasets are uploaded)", dir, err)
+	}
+	have := map[string]int64{}
+	objs, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		have[o.Name] = o.Size
+	}
+	if _, ok := have[dataset.IndexFile]; ok {
+		// Replacing a complete dataset: take its index away first so it never looks complete with mixed shards.
+		if err := st.Remove(ctx, dataset.IndexFile); err != nil {
+			return err
+		}
+	}
+	for _, e := range ix.Shards {
+		if size, ok := have[e.Name]; ok && size == e.Size {
+			continue
+		}
+		if err := st.Upload(ctx, e.Name, filepath.Join(dir, e.Name)); err != nil {
+			return err
+		}
+	}
+	return uploadMeta(ctx, dir, st)
+}
+
+func uploadMeta(ctx context.Context, dir string, st *objstore.Store) error {
+	for _, name := range append(append([]string{}, metaFiles...), dataset.IndexFile) {
+		if err := st.Upload(ctx, name, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("remote: %w", err)
+	}
+	_, werr := f.Write(b)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("remote: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("remote: %w", err)
+	}
+	return nil
+}
+
+// CacheDir is the directory of the dataset at u inside a cache root: one directory per bucket and prefix.
+func CacheDir(root string, u objstore.URL) string {
+	parts := []string{root, "s3", u.Bucket}
+	if u.Prefix != "" {
+		parts = append(parts, strings.Split(u.Prefix, "/")...)
+	}
+	return filepath.Join(parts...)
+}
