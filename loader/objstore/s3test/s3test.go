@@ -129,6 +129,7 @@ func freePort(t testing.TB) int {
 // those whose path contains a substring) get 503 SlowDown, or have their bodies cut short.
 type Faults struct {
 	Endpoint string
+	skip     atomic.Int64 // matching requests to let through before failing
 	fail     atomic.Int64 // requests still to fail with 503
 	cut      atomic.Int64 // GET responses still to truncate
 	match    atomic.Pointer[string]
@@ -156,7 +157,7 @@ func Proxy(t testing.TB, target string) *Faults {
 		f.Requests.Add(1)
 		m := *f.match.Load()
 		hit := m == "" || strings.Contains(r.URL.Path, m)
-		if hit && f.fail.Load() > 0 && f.fail.Add(-1) >= 0 {
+		if hit && f.fail.Load() > 0 && f.skip.Add(-1) < 0 && f.fail.Add(-1) >= 0 {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>injected by s3test</Message></Error>`)
@@ -178,8 +179,12 @@ func Proxy(t testing.TB, target string) *Faults {
 }
 
 // Fail makes the next n requests whose path contains match ("" for any) fail with 503.
-func (f *Faults) Fail(n int64, match string) {
+func (f *Faults) Fail(n int64, match string) { f.FailAfter(0, n, match) }
+
+// FailAfter lets ok matching requests through, then fails the next n with 503.
+func (f *Faults) FailAfter(ok, n int64, match string) {
 	f.match.Store(&match)
+	f.skip.Store(ok)
 	f.fail.Store(n)
 }
 
