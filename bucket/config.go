@@ -105,6 +105,10 @@ type Config struct {
 	// rows after batch g−1's (an evaluation pass). WarmupShapes and
 	// MegaBatchMult are ignored.
 	Sequential bool
+	// ShuffleWindow W > 0 reads the dataset in shuffled blocks of W consecutive rows, every batch (but the
+	// warm-up prefix) from one block: locality for shards fetched into a small cache; see window.go for the
+	// effect on shuffle quality. 0: one global shuffle.
+	ShuffleWindow int
 }
 
 // DefaultConfig returns DESIGN's defaults: bucketed, PadMultiple 64,
@@ -172,7 +176,7 @@ func (c Config) normalize() (Config, error) {
 	for _, f := range []bound{
 		{"batch_size", &c.BatchSize}, {"token_budget", &c.TokenBudget}, {"seq_len", &c.SeqLen},
 		{"max_length", &c.MaxLength}, {"pad_multiple", &c.PadMultiple}, {"auto_buckets", &c.AutoBuckets},
-		{"mega_batch_mult", &c.MegaBatchMult}, {"plan_world", &c.PlanWorld},
+		{"mega_batch_mult", &c.MegaBatchMult}, {"plan_world", &c.PlanWorld}, {"shuffle_window", &c.ShuffleWindow},
 	} {
 		if *f.v < 0 {
 			return c, cfgErr(f.name, "must be >= 0, got %d", *f.v)
@@ -250,6 +254,9 @@ func (c Config) normalize() (Config, error) {
 		if c.AutoBuckets > 0 {
 			return c, cfgErr("auto_buckets", "not used by the packed policy (rows are seq_len long)")
 		}
+	}
+	if c.Sequential && c.ShuffleWindow > 0 {
+		return c, cfgErr("shuffle_window", "cannot be combined with sequential (a sequential pass reads the dataset in order already)")
 	}
 	return c, nil
 }

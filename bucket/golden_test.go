@@ -30,6 +30,7 @@ type goldenConfig struct {
 	SplitDocs     bool      `json:"split_docs"`
 	PlanWorld     int       `json:"plan_world"`
 	Sequential    bool      `json:"sequential"`
+	ShuffleWindow int       `json:"shuffle_window"`
 }
 
 // goldenCase is the input half of a golden file:

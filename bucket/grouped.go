@@ -32,13 +32,9 @@ func (p *Plan) buildGrouped(lengths []uint32) error {
 			return err
 		}
 	}
-	perm := make([]int32, n)
-	for i := range perm {
-		perm[i] = int32(i)
-	}
-	if !c.Sequential {
-		newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamRows)).shuffle32(perm)
-	}
+	perm, blockEnds := p.rowOrder(n)
+	batchEnds := make([]int, 0, len(blockEnds)) // internal batch index where each block's batches end
+	block := 0
 
 	estBatches := 1
 	if c.BatchSize > 0 {
@@ -52,15 +48,19 @@ func (p *Plan) buildGrouped(lengths []uint32) error {
 	megaTokens := int64(c.MegaBatchMult) * budget
 	megaRows := int64(c.MegaBatchMult) * int64(c.BatchSize)
 	for start := 0; start < n; {
+		for start >= blockEnds[block] {
+			block++
+		}
+		limit := blockEnds[block] // a mega-batch never crosses a shuffle-window block
 		end := 0
 		if c.Sequential {
 			end = n
 		} else if c.Policy == Bucketed {
-			end = start + int(min(megaRows, int64(n-start)))
+			end = start + int(min(megaRows, int64(limit-start)))
 		} else {
 			sum := p.pd.pad(p.pd.eff(lengths[perm[start]]))
 			end = start + 1
-			for end < n {
+			for end < limit {
 				v := p.pd.pad(p.pd.eff(lengths[perm[end]]))
 				if sum+v > megaTokens {
 					break
@@ -89,6 +89,9 @@ func (p *Plan) buildGrouped(lengths []uint32) error {
 			s += cnt
 		}
 		start = end
+		if end == limit {
+			batchEnds = append(batchEnds, len(p.blen))
+		}
 	}
 	p.boff = append(p.boff, int32(n))
 	p.rows = perm
@@ -102,7 +105,8 @@ func (p *Plan) buildGrouped(lengths []uint32) error {
 		p.seq[i] = int32(i)
 	}
 	if !c.Sequential {
-		newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamBatches)).shuffle32(p.seq)
+		// Without a shuffle window batchEnds is [nbatch]: one global shuffle, as before windows existed.
+		shuffleWithin(p.seq, batchEnds, newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamBatches)))
 	}
 	p.warmup()
 	return nil

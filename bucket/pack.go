@@ -98,51 +98,53 @@ func (b *binTree) first(x int64) int {
 func (p *Plan) buildPacked(lengths []uint32) error {
 	c := p.cfg
 	s := int64(c.SeqLen)
-	perm := make([]int32, len(lengths))
-	for i := range perm {
-		perm[i] = int32(i)
-	}
-	newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamRows)).shuffle32(perm)
+	perm, blockEnds := p.rowOrder(len(lengths))
 
-	items, err := p.packItems(lengths, perm, s)
-	if err != nil {
-		return err
+	// First-fit-decreasing, recording each placement in order; a windowed plan packs each block on its own,
+	// its rows numbered after the previous blocks' (rowEnds).
+	var plBin []int32
+	var plItem []item
+	var rowEnds []int
+	rows := 0
+	lo := 0
+	for _, hi := range blockEnds {
+		items, err := p.packItems(lengths, perm[lo:hi], s)
+		if err != nil {
+			return err
+		}
+		lo = hi
+		tree := newBinTree()
+		for _, it := range items {
+			x := int64(it.len)
+			for {
+				r := tree.first(x)
+				if r < 0 && c.SplitDocs && x > 0 {
+					if room := tree.maxRoom(); room > 0 {
+						r = tree.first(room)
+						plBin = append(plBin, int32(rows+r))
+						plItem = append(plItem, item{row: it.row, start: it.start, len: uint32(room)})
+						tree.set(r, 0)
+						it.start += uint32(room)
+						x -= room
+						continue
+					}
+				}
+				if r < 0 {
+					if rows+tree.open >= math.MaxInt32-1 {
+						return fmt.Errorf("pack %d rows: %w (more than %d packed rows)", len(lengths), ErrTooLarge, math.MaxInt32-1)
+					}
+					r = tree.add(s)
+				}
+				plBin = append(plBin, int32(rows+r))
+				plItem = append(plItem, item{row: it.row, start: it.start, len: uint32(x)})
+				tree.set(r, tree.room(r)-x)
+				break
+			}
+		}
+		rows += tree.open
+		rowEnds = append(rowEnds, rows)
 	}
 	perm = nil
-
-	// First-fit-decreasing, recording each placement in order.
-	tree := newBinTree()
-	nItems := len(items)
-	plBin := make([]int32, 0, nItems)
-	plItem := make([]item, 0, nItems)
-	for _, it := range items {
-		x := int64(it.len)
-		for {
-			r := tree.first(x)
-			if r < 0 && c.SplitDocs && x > 0 {
-				if room := tree.maxRoom(); room > 0 {
-					r = tree.first(room)
-					plBin = append(plBin, int32(r))
-					plItem = append(plItem, item{row: it.row, start: it.start, len: uint32(room)})
-					tree.set(r, 0)
-					it.start += uint32(room)
-					x -= room
-					continue
-				}
-			}
-			if r < 0 {
-				if tree.open == math.MaxInt32-1 {
-					return fmt.Errorf("pack %d rows: %w (more than %d packed rows)", len(lengths), ErrTooLarge, math.MaxInt32-1)
-				}
-				r = tree.add(s)
-			}
-			plBin = append(plBin, int32(r))
-			plItem = append(plItem, item{row: it.row, start: it.start, len: uint32(x)})
-			tree.set(r, tree.room(r)-x)
-			break
-		}
-	}
-	items = nil
 	for _, it := range plItem {
 		p.stats.RealTokens += int64(it.len)
 	}
@@ -151,12 +153,13 @@ func (p *Plan) buildPacked(lengths []uint32) error {
 	}
 
 	// Shuffle packed rows; pos[bin] is the row's final place.
-	nr := tree.open
+	nr := rows
 	order := make([]int32, nr)
 	for i := range order {
 		order[i] = int32(i)
 	}
-	newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamPacked)).shuffle32(order)
+	// Without a shuffle window rowEnds is [nr]: one global shuffle.
+	shuffleWithin(order, rowEnds, newRNG(streamKey(p.fingerprint, p.seed, p.epoch, streamPacked)))
 	pos := make([]int32, nr)
 	for r, bin := range order {
 		pos[bin] = int32(r)
@@ -202,8 +205,8 @@ func (p *Plan) buildPacked(lengths []uint32) error {
 func (p *Plan) packItems(lengths []uint32, perm []int32, s int64) ([]item, error) {
 	split := p.cfg.SplitDocs
 	var total int64
-	for _, l := range lengths {
-		e := p.pd.eff(l)
+	for _, r := range perm {
+		e := p.pd.eff(lengths[r])
 		if split && e > s {
 			total += e / s
 			if e%s != 0 {
