@@ -63,6 +63,8 @@ type Config struct {
 	Watch        *gpuwatch.Watcher
 	WatchOptions gpuwatch.Options
 	NoGPUWatch   bool
+	// Remote configures datasets given as s3://bucket/prefix (cache, prefetch, store).
+	Remote RemoteConfig
 	// Version is reported by Health.
 	Version string
 	// Logger receives structured logs; nil discards them.

@@ -47,6 +47,7 @@ func policyConfig(p *gloadpb.BatchPolicy, planWorld int) bucket.Config {
 	c.SplitDocs = p.SplitDocs
 	c.Sequential = p.Sequential
 	c.PlanWorld = planWorld
+	c.ShuffleWindow = int(p.ShuffleWindow)
 	return c
 }
 
@@ -95,6 +96,11 @@ func policyHash(c bucket.Config) string {
 		flags |= 4
 	}
 	putInt(flags)
+	// Fields added later hash only when set, so the hashes of existing policies (and their resume states) stay.
+	if c.ShuffleWindow != 0 {
+		putStr("shuffle_window")
+		putInt(c.ShuffleWindow)
+	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 

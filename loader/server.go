@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/loader/objstore"
+	"github.com/gload/gload/loader/shardcache"
 	"github.com/gload/gload/loader/shm"
 	"github.com/gload/gload/proto/gloadpb"
 )
@@ -60,6 +62,9 @@ type served struct {
 	ds    *dataset.Dataset
 	info  *gloadpb.DatasetInfo
 	files []shardFile
+	// cache fetches the shards of a dataset in object storage (nil for local datasets).
+	cache      *shardcache.Cache
+	shardWaits atomic.Int64 // batches that waited for a shard download
 	// broken holds the reason the dataset is refused, once it is.
 	broken atomic.Pointer[string]
 }
@@ -127,6 +132,7 @@ func NewServer(cfg Config) (*Server, error) {
 		s.log.Warn("stale rings not removed", "dir", cfg.ShmDir, "err", err)
 	}
 	opts = append(opts, s.authOptions()...)
+	s.metrics.reg.MustRegister(&remoteCollector{s})
 	s.grpc = grpc.NewServer(opts...)
 	gloadpb.RegisterLoaderServer(s.grpc, s)
 	s.watch = s.newWatch() // after every failure path: it may open NVML
@@ -135,6 +141,9 @@ func NewServer(cfg Config) (*Server, error) {
 }
 
 func (s *Server) openDataset(name, dir string) (*served, error) {
+	if objstore.IsURL(dir) {
+		return s.openRemoteDataset(name, dir)
+	}
 	t0 := time.Now()
 	ds, err := dataset.Open(dir, dataset.OpenOptions{WriteIndex: !s.cfg.NoWriteIndex, Logger: s.log.With("dataset", name)})
 	if err != nil {
@@ -271,6 +280,9 @@ func (s *Server) closeDatasets() error {
 		for _, d := range s.datasets {
 			if err := d.ds.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close dataset %s: %w", d.name, err))
+			}
+			if d.cache != nil {
+				errs = append(errs, d.cache.Close())
 			}
 		}
 		s.closeErr = errors.Join(errs...)

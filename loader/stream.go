@@ -219,6 +219,8 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	asm := newAssembler(c.ds.ds, s.pool, s.cfg.MaxBatchBytes)
+	feed := newRemoteFeed(c) // object storage: shards fetched in this stream's plan order
+	defer feed.close()
 	packed := c.cfg.Policy == bucket.Packed
 	batches := s.metrics.batches.WithLabelValues(c.ds.name)
 	bytes := s.metrics.bytes.WithLabelValues(c.ds.name)
@@ -237,7 +239,12 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 			seq: uint64(i), global: uint64(g), rankStep: uint64(c.worker + i*c.workers),
 			packed: packed, padID: c.padID, posStart: c.open.GetPolicy().GetPositionStart(),
 		}
+		release, err := feed.acquire(ctx, i, g, c.plan, c.ds.waitingForShard)
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "dataset %s: batch %d: %v", c.ds.name, g, err)
+		}
 		wb, err := s.build(asm, c, g, h, ring, slot, layout)
+		release()
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gload/gload/loader"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/objstore"
 	"github.com/gload/gload/loader/remote"
@@ -86,6 +87,42 @@ func (o *tokenizeOptions) stageRemoteOut(ctx context.Context, opts *pipeline.Opt
 		}
 		return os.RemoveAll(stage)
 	}, nil
+}
+
+// remoteServeFlags configure gload serve for datasets given as NAME=s3://bucket/prefix.
+type remoteServeFlags struct {
+	s3        s3Flags
+	cache     string
+	cacheSize string
+	ahead     int
+	fetch     int
+}
+
+func (r *remoteServeFlags) add(f *pflag.FlagSet) {
+	r.s3.add(f)
+	f.StringVar(&r.cache, "cache", "", "with NAME=s3://… datasets: local directory for their metadata and shards (default: the user cache dir's gload/cache)")
+	f.StringVar(&r.cacheSize, "cache-size", "0", "shard bytes kept per object-storage dataset, e.g. 200GB (0: no bound); shards are evicted once no stream needs them soon")
+	f.IntVar(&r.ahead, "cache-ahead", 2, "shards each stream fetches ahead of the one it reads")
+	f.IntVar(&r.fetch, "cache-fetch", 2, "concurrent shard downloads per object-storage dataset")
+}
+
+func (r *remoteServeFlags) config() (loader.RemoteConfig, error) {
+	var size int64
+	if r.cacheSize != "0" {
+		var err error
+		if size, err = parseSize(r.cacheSize); err != nil {
+			return loader.RemoteConfig{}, fmt.Errorf("--cache-size: %w", err)
+		}
+	}
+	if r.ahead < 1 || r.fetch < 1 {
+		return loader.RemoteConfig{}, fmt.Errorf("--cache-ahead and --cache-fetch must be ≥ 1")
+	}
+	cache := r.cache
+	if cache == "" {
+		cache = filepath.Join(defaultCacheRoot(), "cache")
+	}
+	return loader.RemoteConfig{CacheDir: cache, CacheBytes: size, Ahead: r.ahead, Fetch: r.fetch,
+		S3: objstore.Config{Endpoint: r.s3.endpoint, Region: r.s3.region, Profile: r.s3.profile}}, nil
 }
 
 type syncOptions struct {

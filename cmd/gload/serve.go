@@ -18,6 +18,7 @@ import (
 
 type serveOptions struct {
 	g               *globalOptions
+	remote          remoteServeFlags // NAME=s3://… datasets
 	datasets        []string
 	listen          string
 	metrics         string
@@ -80,6 +81,7 @@ Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accep
 	f.DurationVar(&o.watchInterval, "watch-interval", time.Second, "how often the GPU watch polls NVML")
 	f.DurationVar(&o.watchWindow, "watch-window", time.Minute, "sliding window of the GPU watch's statistics and verdict")
 	f.BoolVar(&o.noGPUWatch, "no-gpu-watch", false, "do not open NVML (the watch then reports client statistics and \"no GPU visible\")")
+	o.remote.add(f)
 	_ = cmd.MarkFlagRequired("dataset")
 	return cmd
 }
@@ -122,6 +124,10 @@ func (o *serveOptions) run(ctx context.Context) error {
 			return fmt.Errorf("--auth-token-file: %w", err)
 		}
 	}
+	remoteCfg, err := o.remote.config()
+	if err != nil {
+		return err
+	}
 	srv, err := loader.NewServer(loader.Config{
 		AuthToken:       token,
 		Datasets:        datasets,
@@ -137,6 +143,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 		WatchOptions:    gpuwatch.Options{Interval: o.watchInterval, Window: o.watchWindow},
 		NoGPUWatch:      o.noGPUWatch,
 		Version:         buildVersion(),
+		Remote:          remoteCfg,
 		Logger:          log,
 	})
 	if err != nil {

@@ -24,6 +24,9 @@ type OpenOptions struct {
 	WriteIndex bool
 	// Logger receives rebuild notices; nil discards them.
 	Logger *slog.Logger
+	// Shards, if set, makes shard files local on demand (object storage): Open then reads only state.json,
+	// dataset_info.json and gload.index, and readers call Dataset.Acquire before reading rows (see lazy.go).
+	Shards ShardSource
 }
 
 // ShardStat describes one open shard.
@@ -49,6 +52,8 @@ type Dataset struct {
 	closed    atomic.Bool
 	zeroCopy  bool
 	fromIndex bool
+	src       ShardSource // lazy datasets only
+	idsType   string      // lazy datasets: input_ids' dtype from dataset_info.json
 }
 
 type shard struct {
@@ -65,6 +70,7 @@ type shard struct {
 	entry      ShardEntry
 	uniform    int64 // rows per batch when all batches but the last have the same size
 	cache      []atomic.Pointer[batchSlot]
+	lazy       *lazyShard // set when the file is mapped on demand
 }
 
 type batchSlot struct {
@@ -77,6 +83,9 @@ type batchSlot struct {
 // shard's size, mtime or footer bytes changed) is rebuilt by scanning the
 // stale shards' list offsets, never their token values.
 func Open(dir string, opts OpenOptions) (*Dataset, error) {
+	if opts.Shards != nil {
+		return openLazy(dir, opts)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -429,6 +438,9 @@ func (d *Dataset) row(i int) (sh *shard, b *idsBatch, r, start, end int64, err e
 	g := int64(i)
 	k := sort.Search(len(d.shards), func(k int) bool { return d.starts[k+1] > g })
 	sh = d.shards[k]
+	if sh.lazy != nil && !sh.lazy.mapped.Load() {
+		return nil, nil, 0, 0, 0, fmt.Errorf("dataset %s: row %d in shard %s: %w", d.dir, i, sh.name, ErrNotAcquired)
+	}
 	local := g - d.starts[k]
 	j := sh.batchFor(local)
 	b, err = sh.batch(j)

@@ -323,7 +323,9 @@ func (c *Cache) schedule() {
 	var need []cand
 	for name, dist := range use {
 		e := c.byKey[name]
-		if e == nil || e.local || e.fetching || dist >= c.opts.Ahead {
+		// A shard whose last download failed is not prefetched again: the next reader that needs it tries once
+		// more and gets the error (no retry loop behind the readers' backs).
+		if e == nil || e.local || e.fetching || e.err != nil || dist >= c.opts.Ahead {
 			continue
 		}
 		need = append(need, cand{e, dist})

@@ -93,6 +93,9 @@ type BatchPolicy struct {
 	PadId         int32                  `protobuf:"varint,14,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"`                          // token id used for padding input_ids (see pad_id_set)
 	Sequential    bool                   `protobuf:"varint,70,opt,name=sequential,proto3" json:"sequential,omitempty"`                             // bucketed/tokens: dataset order, no shuffle, no length sort, no warm-up (evaluation)
 	PadIdSet      bool                   `protobuf:"varint,71,opt,name=pad_id_set,json=padIdSet,proto3" json:"pad_id_set,omitempty"`               // pad_id is the client's choice even when 0; unset and pad_id 0: the dataset's pad token
+	// Locality for datasets in object storage behind a small cache: read the dataset in shuffled blocks of this many
+	// consecutive rows, every batch from one block (packed: at most two consecutive blocks). 0: one global shuffle.
+	ShuffleWindow uint32 `protobuf:"varint,100,opt,name=shuffle_window,json=shuffleWindow,proto3" json:"shuffle_window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -237,6 +240,13 @@ func (x *BatchPolicy) GetPadIdSet() bool {
 		return x.PadIdSet
 	}
 	return false
+}
+
+func (x *BatchPolicy) GetShuffleWindow() uint32 {
+	if x != nil {
+		return x.ShuffleWindow
+	}
+	return 0
 }
 
 // ResumeState is global and small: where a job stands in an epoch plan. A job that resumes with another world
@@ -1871,7 +1881,7 @@ var File_gload_proto protoreflect.FileDescriptor
 
 const file_gload_proto_rawDesc = "" +
 	"\n" +
-	"\vgload.proto\x12\bgload.v1\"\x83\x04\n" +
+	"\vgload.proto\x12\bgload.v1\"\xaa\x04\n" +
 	"\vBatchPolicy\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x1d\n" +
 	"\n" +
@@ -1897,7 +1907,8 @@ const file_gload_proto_rawDesc = "" +
 	"sequential\x18F \x01(\bR\n" +
 	"sequential\x12\x1c\n" +
 	"\n" +
-	"pad_id_set\x18G \x01(\bR\bpadIdSet\"\xb5\x01\n" +
+	"pad_id_set\x18G \x01(\bR\bpadIdSet\x12%\n" +
+	"\x0eshuffle_window\x18d \x01(\rR\rshuffleWindow\"\xb5\x01\n" +
 	"\vResumeState\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x12\n" +
 	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12\x14\n" +

@@ -133,6 +133,7 @@ type Faults struct {
 	fail     atomic.Int64 // requests still to fail with 503
 	cut      atomic.Int64 // GET responses still to truncate
 	match    atomic.Pointer[string]
+	slow     atomic.Int64 // nanoseconds to sleep per 64 KiB of GET body
 	Requests atomic.Int64
 	srv      *http.Server
 }
@@ -167,6 +168,10 @@ func Proxy(t testing.TB, target string) *Faults {
 			rp.ServeHTTP(&cutWriter{ResponseWriter: w, left: 1000}, r)
 			return
 		}
+		if d := time.Duration(f.slow.Load()); d > 0 && r.Method == http.MethodGet {
+			rp.ServeHTTP(&slowWriter{ResponseWriter: w, per: d}, r)
+			return
+		}
 		rp.ServeHTTP(w, r)
 	})}
 	go f.srv.Serve(l)
@@ -192,6 +197,32 @@ func (f *Faults) FailAfter(ok, n int64, match string) {
 func (f *Faults) Cut(n int64, match string) {
 	f.match.Store(&match)
 	f.cut.Store(n)
+}
+
+// Slow makes GET bodies arrive at 64 KiB per d (0: full speed).
+func (f *Faults) Slow(d time.Duration) { f.slow.Store(int64(d)) }
+
+type slowWriter struct {
+	http.ResponseWriter
+	per time.Duration
+}
+
+func (s *slowWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		k := min(len(b), 64<<10)
+		m, err := s.ResponseWriter.Write(b[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if f, ok := s.ResponseWriter.(http.Flusher); ok {
+			f.Flush()
+		}
+		time.Sleep(s.per)
+		b = b[k:]
+	}
+	return n, nil
 }
 
 type cutWriter struct {

@@ -1,0 +1,254 @@
+package loader
+
+// Datasets in object storage (NAME=s3://bucket/prefix): metadata first, shards through a bounded local cache
+// (loader/shardcache) fetched in the order each stream's share of the plan touches them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/loader/objstore"
+	"github.com/gload/gload/loader/remote"
+	"github.com/gload/gload/loader/shardcache"
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// RemoteConfig configures datasets served from object storage.
+type RemoteConfig struct {
+	// CacheDir holds downloaded shards and metadata (default: the user cache dir's gload/cache).
+	CacheDir string
+	// CacheBytes bounds the shard bytes kept per dataset (0: no bound).
+	CacheBytes int64
+	// Ahead is how many shards each stream fetches ahead of the one it reads (default 2).
+	Ahead int
+	// Fetch is the number of concurrent shard downloads per dataset (default 2).
+	Fetch int
+	// S3 says where the store is; credentials come from the environment, the AWS way.
+	S3 objstore.Config
+}
+
+func (c RemoteConfig) cacheRoot() string {
+	if c.CacheDir != "" {
+		return c.CacheDir
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "gload", "cache")
+	}
+	return filepath.Join(os.TempDir(), "gload-cache")
+}
+
+// openRemoteDataset opens the dataset at rawURL: it downloads the metadata (the plan needs nothing else), indexes a
+// dataset that has no gload.index once into the cache, and opens it with shards fetched on demand.
+func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	u, err := objstore.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
+	}
+	st, err := objstore.Open(ctx, u, s.cfg.Remote.S3)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
+	}
+	dir := remote.CacheDir(s.cfg.Remote.cacheRoot(), u)
+	meta, err := remote.FetchMeta(ctx, st, dir)
+	if errors.Is(err, remote.ErrIncomplete) {
+		s.log.Info("dataset has no gload.index: indexing it once into the cache", "dataset", name, "url", u.String())
+		meta, err = s.indexRemote(ctx, st, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
+	}
+	entries := map[string]dataset.ShardEntry{}
+	shards := make([]shardcache.Shard, 0, len(meta.Shards))
+	var total int64
+	for _, e := range meta.Shards {
+		entries[e.Name] = e
+		shards = append(shards, shardcache.Shard{Name: e.Name, Size: e.Size})
+		total += e.Size
+	}
+	cache, err := shardcache.New(st, shards, shardcache.Options{
+		Dir: dir, Limit: s.cfg.Remote.CacheBytes, Ahead: s.cfg.Remote.Ahead, Fetch: s.cfg.Remote.Fetch,
+		Verify: func(name, path string) error { return remote.VerifyShard(path, entries[name]) },
+		Logger: s.log.With("dataset", name),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
+	}
+	ds, err := dataset.Open(dir, dataset.OpenOptions{Shards: cache})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err), cache.Close())
+	}
+	cache.OnEvict(ds.Evict)
+	d := &served{name: name, dir: rawURL, ds: ds, cache: cache}
+	var tokens int64
+	maxLen := uint32(0)
+	for _, l := range ds.Lengths() {
+		tokens += int64(l)
+		maxLen = max(maxLen, l)
+	}
+	d.info = &gloadpb.DatasetInfo{
+		Name: name, Rows: uint64(ds.Len()), Tokens: uint64(tokens), Fingerprint: ds.Fingerprint(),
+		TokenizerHash: ds.TokenizerHash(), Shards: uint32(len(shards)), MaxLength: maxLen,
+	}
+	if lim := s.cfg.Remote.CacheBytes; lim > 0 && lim < total {
+		s.log.Info("cache smaller than the dataset: shards are evicted once no stream needs them soon; "+
+			"ask for shuffle_window (locality) to avoid fetching shards again within an epoch",
+			"dataset", name, "cache_bytes", lim, "dataset_bytes", total)
+	}
+	s.log.Info("dataset opened from object storage", "dataset", name, "url", u.String(), "cache", dir,
+		"rows", ds.Len(), "shards", len(shards), "bytes", total, "cached", cache.Stats().ShardsCached,
+		"fingerprint", ds.Fingerprint(), "took", time.Since(t0))
+	return d, nil
+}
+
+// indexRemote downloads a dataset without gload.index (one Hugging Face wrote, say) into the cache whole, builds
+// its index there, and returns its metadata; afterwards the cache bound applies as for any other dataset.
+func (s *Server) indexRemote(ctx context.Context, st *objstore.Store, dir string) (*remote.Meta, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{dataset.InfoFile, dataset.StateFile} {
+		if _, err := st.Download(ctx, name, filepath.Join(dir, name), objstore.DownloadOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	objs, err := st.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if filepath.Ext(o.Name) != ".arrow" || filepath.Dir(o.Name) != "." {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(dir, o.Name)); err == nil && fi.Size() == o.Size {
+			continue
+		}
+		if _, err := st.Download(ctx, o.Name, filepath.Join(dir, o.Name), objstore.DownloadOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	ds, err := dataset.Open(dir, dataset.OpenOptions{WriteIndex: true, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := ds.Close(); err != nil {
+		return nil, err
+	}
+	ix, err := dataset.ReadIndex(dir)
+	if err != nil {
+		return nil, fmt.Errorf("index of %s not written into the cache: %w", st.URL(), err)
+	}
+	return &remote.Meta{URL: st.URL(), Dir: dir, Index: ix, Shards: ix.Shards}, nil
+}
+
+// remoteFeed tells a dataset's cache which shards one stream will read, in order, and pins each batch's shards
+// while it is assembled. A nil *remoteFeed (local datasets) does nothing.
+type remoteFeed struct {
+	cache *shardcache.Cache
+	ds    *dataset.Dataset
+	id    int
+	pos   []int // pos[i]: position in the stream's shard list of assigned batch i's first shard
+	rows  []int // scratch
+}
+
+func newRemoteFeed(c *consumer) *remoteFeed {
+	if c.ds.cache == nil {
+		return nil
+	}
+	f := &remoteFeed{cache: c.ds.cache, ds: c.ds.ds, pos: make([]int, len(c.assigned))}
+	var names []string
+	last := -1
+	for i, g := range c.assigned {
+		f.pos[i] = len(names)
+		for _, p := range c.plan.Batch(g).Pieces {
+			if k := f.ds.ShardOf(p.Index); k != last {
+				names = append(names, f.ds.ShardName(k))
+				last = k
+			}
+		}
+	}
+	f.id = f.cache.Want(names)
+	return f
+}
+
+// acquire makes batch i (global g) of the stream local and pinned; waiting runs if a shard must be downloaded first.
+func (f *remoteFeed) acquire(ctx context.Context, i, g int, plan *bucket.Plan, waiting func()) (func(), error) {
+	if f == nil {
+		return noRelease, nil
+	}
+	f.cache.Advance(f.id, f.pos[i])
+	f.rows = f.rows[:0]
+	for _, p := range plan.Batch(g).Pieces {
+		f.rows = append(f.rows, p.Index)
+	}
+	return f.ds.Acquire(ctx, f.rows, waiting)
+}
+
+func noRelease() {}
+
+// waitingForShard counts a batch that had to wait for a shard download (the watch and /metrics name the storage).
+func (d *served) waitingForShard() { d.shardWaits.Add(1) }
+
+// remoteCollector exports the shard caches of datasets in object storage to /metrics, labelled by dataset.
+type remoteCollector struct{ s *Server }
+
+var (
+	descDownloadBytes = prometheus.NewDesc("gload_remote_download_bytes_total", "Shard bytes downloaded from object storage.", []string{"dataset"}, nil)
+	descDownloadSecs  = prometheus.NewDesc("gload_remote_download_seconds_total", "Time spent downloading shards (summed over concurrent downloads).", []string{"dataset"}, nil)
+	descDownloads     = prometheus.NewDesc("gload_remote_downloads_total", "Shards downloaded and verified.", []string{"dataset"}, nil)
+	descFailures      = prometheus.NewDesc("gload_remote_download_failures_total", "Shard downloads that failed after retries and verification.", []string{"dataset"}, nil)
+	descCacheReq      = prometheus.NewDesc("gload_remote_cache_requests_total", "Shard acquisitions by result: hit (local) or miss (waited for a download).", []string{"dataset", "result"}, nil)
+	descCached        = prometheus.NewDesc("gload_remote_cached_bytes", "Shard bytes in the local cache now.", []string{"dataset"}, nil)
+	descCacheLimit    = prometheus.NewDesc("gload_remote_cache_limit_bytes", "The cache bound (0: none).", []string{"dataset"}, nil)
+	descEvictions     = prometheus.NewDesc("gload_remote_evictions_total", "Shards evicted from the cache.", []string{"dataset"}, nil)
+	descShardWaits    = prometheus.NewDesc("gload_remote_batch_waits_total", "Batches whose assembly waited for a shard download (not ready: waiting for shard download).", []string{"dataset"}, nil)
+)
+
+func (c *remoteCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descDownloadBytes, descDownloadSecs, descDownloads, descFailures, descCacheReq,
+		descCached, descCacheLimit, descEvictions, descShardWaits} {
+		ch <- d
+	}
+}
+
+func (c *remoteCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, name := range c.s.names {
+		d := c.s.datasets[name]
+		if d == nil || d.cache == nil {
+			continue
+		}
+		st := d.cache.Stats()
+		counter := func(desc *prometheus.Desc, v float64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, append([]string{name}, labels...)...)
+		}
+		gauge := func(desc *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
+		}
+		counter(descDownloadBytes, float64(st.DownloadedBytes))
+		counter(descDownloadSecs, st.DownloadSeconds)
+		counter(descDownloads, float64(st.Downloads))
+		counter(descFailures, float64(st.Failures))
+		counter(descCacheReq, float64(st.Hits), "hit")
+		counter(descCacheReq, float64(st.Misses), "miss")
+		counter(descEvictions, float64(st.Evictions))
+		counter(descShardWaits, float64(d.shardWaits.Load()))
+		gauge(descCached, float64(st.BytesCached))
+		gauge(descCacheLimit, float64(st.LimitBytes))
+	}
+}
+
+func (f *remoteFeed) close() {
+	if f != nil {
+		f.cache.Forget(f.id)
+	}
+}
