@@ -15,6 +15,7 @@ import (
 
 	"github.com/gload/gload/bucket"
 	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/loader/gpuwatch"
 	"github.com/gload/gload/loader/objstore"
 	"github.com/gload/gload/loader/remote"
 	"github.com/gload/gload/loader/shardcache"
@@ -197,7 +198,66 @@ func (f *remoteFeed) acquire(ctx context.Context, i, g int, plan *bucket.Plan, w
 func noRelease() {}
 
 // waitingForShard counts a batch that had to wait for a shard download (the watch and /metrics name the storage).
-func (d *served) waitingForShard() { d.shardWaits.Add(1) }
+func (d *served) waitingForShard() {
+	d.shardWaits.Add(1)
+	d.waitMu.Lock()
+	defer d.waitMu.Unlock()
+	now := time.Now()
+	d.waitTimes = append(d.waitTimes, now)
+	if len(d.waitTimes) > 4096 { // keep the recent ones: the watch window is minutes at most
+		d.waitTimes = append(d.waitTimes[:0], d.waitTimes[len(d.waitTimes)-2048:]...)
+	}
+}
+
+// recentShardWaits counts batches that waited for a download since t.
+func (d *served) recentShardWaits(since time.Time) int {
+	d.waitMu.Lock()
+	defer d.waitMu.Unlock()
+	n := 0
+	for i := len(d.waitTimes) - 1; i >= 0 && d.waitTimes[i].After(since); i-- {
+		n++
+	}
+	return n
+}
+
+// annotateStorage adds what object storage did in the report's window: batches that waited for shard downloads,
+// the download rate and the cache hit rate; when clients starve for data while batches wait for downloads, the
+// verdict names the storage as the cause.
+func (s *Server) annotateStorage(r gpuwatch.Report) gpuwatch.Report {
+	since := r.Time.Add(-time.Duration(r.WindowS * float64(time.Second)))
+	var waited []string
+	for _, name := range s.names {
+		d := s.datasets[name]
+		if d == nil || d.cache == nil {
+			continue
+		}
+		n := d.recentShardWaits(since)
+		if n == 0 {
+			continue
+		}
+		st := d.cache.Stats()
+		rate := 0.0
+		if st.DownloadSeconds > 0 {
+			rate = float64(st.DownloadedBytes) / st.DownloadSeconds / 1e6
+		}
+		hit := 0.0
+		if st.Hits+st.Misses > 0 {
+			hit = float64(st.Hits) / float64(st.Hits+st.Misses) * 100
+		}
+		waited = append(waited, fmt.Sprintf("dataset %s: %d batches waited for shard downloads from object storage in the window "+
+			"(downloads %.0f MB/s per stream, cache hits %.0f%%, %d shards cached of %d)", name, n, rate, hit, st.ShardsCached, st.ShardsInDataset))
+	}
+	if len(waited) == 0 {
+		return r
+	}
+	r.Verdict.Reasons = append(r.Verdict.Reasons, waited...)
+	if r.Verdict.State == gpuwatch.StateStarvedData {
+		r.Verdict.Cause = "waiting for shard download (object storage is slower than the loop)"
+		r.Verdict.Fix = "fetch further ahead (--cache-ahead, --cache-fetch), a larger --cache-size, shuffle_window for " +
+			"locality, or copy the dataset to local disk first (gload sync)"
+	}
+	return r
+}
 
 // remoteCollector exports the shard caches of datasets in object storage to /metrics, labelled by dataset.
 type remoteCollector struct{ s *Server }

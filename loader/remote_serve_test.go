@@ -214,3 +214,37 @@ func grepLines(text, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// A store slower than the loop: batches wait for downloads, and the watch says so with the numbers.
+func TestWatchNamesSlowStorage(t *testing.T) {
+	_, total, srv := remoteDataset(t)
+	proxy := s3test.Proxy(t, srv.Endpoint)
+	proxy.Slow(20 * time.Millisecond)
+	ts := startServer(t, loader.Config{
+		Datasets:   map[string]string{"web": "s3://gload-test/web"},
+		NoGPUWatch: true,
+		Remote: loader.RemoteConfig{CacheDir: t.TempDir(), CacheBytes: total / 3, Ahead: 1, Fetch: 1,
+			S3: objstore.Config{Endpoint: proxy.Endpoint}},
+	}, "unix")
+	c := dial(t, ts.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, _, _, err := pullAll(ctx, c, &gloadpb.Open{Dataset: "web", Policy: &gloadpb.BatchPolicy{BatchSize: 8, ShuffleWindow: 200}}, 40); err != nil {
+		t.Fatal(err)
+	}
+	api := rawConn(t, ts.addr)
+	ws, err := api.Watch(ctx, &gloadpb.WatchRequest{Once: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ws.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.Json, "batches waited for shard downloads from object storage") || !strings.Contains(m.Text, "dataset web") {
+		t.Fatalf("watch does not name the storage:\n%s", m.Text)
+	}
+	if v := metricValue(scrape(t, ts.srv), `gload_remote_batch_waits_total{dataset="web"}`); v < 1 {
+		t.Fatalf("gload_remote_batch_waits_total = %v", v)
+	}
+}

@@ -65,6 +65,8 @@ type served struct {
 	// cache fetches the shards of a dataset in object storage (nil for local datasets).
 	cache      *shardcache.Cache
 	shardWaits atomic.Int64 // batches that waited for a shard download
+	waitMu     sync.Mutex
+	waitTimes  []time.Time // when they waited (recent ones), for the watch
 	// broken holds the reason the dataset is refused, once it is.
 	broken atomic.Pointer[string]
 }

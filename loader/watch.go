@@ -295,7 +295,7 @@ func (s *Server) Watch(req *gloadpb.WatchRequest, stream gloadpb.Loader_WatchSer
 		return err
 	}
 	send := func() error {
-		m, err := watchMessage(s.watch.w.Report())
+		m, err := watchMessage(s.annotateStorage(s.watch.w.Report()))
 		if err != nil {
 			return err
 		}
