@@ -72,6 +72,9 @@ class Loader(_Base):
     padded to a multiple of ``pad_multiple``, to explicit ``boundaries`` (a list of lengths), or to
     ``auto_buckets`` (or ``boundaries="auto"``: 8) lengths chosen from the dataset; ``max_length`` truncates rows
     (0: no limit); ``remainder`` "drop" or "wrap" for the batches that do not divide among ranks.
+    ``shuffle_window`` W > 0 reads the dataset in shuffled blocks of W consecutive rows, each batch from one block:
+    locality for a dataset the server fetches from object storage into a cache smaller than the dataset (rows that
+    are near each other in the dataset then meet in batches more often than under the default global shuffle).
 
     Transport: ``"shm"`` (same host: batches are assembled by the server in a shared-memory ring and copied once from
     it, to the device with ``device="cuda"``) or ``"grpc"`` (any host). ``prefetch`` is how many batches the server
@@ -121,6 +124,7 @@ class Loader(_Base):
         mega_batch_mult: int = 0,
         warmup: bool = True,
         split_docs: bool = False,
+        shuffle_window: int = 0,
         connect_timeout: float = 10.0,
         reconnect_timeout: float = 60.0,
         auth_token: Optional[str] = None,
@@ -135,7 +139,8 @@ class Loader(_Base):
         self.transport = transport
         for name, v in (("seed", seed), ("epoch", epoch), ("prefetch", prefetch), ("batch_size", batch_size),
                         ("pad_multiple", pad_multiple), ("max_length", max_length), ("auto_buckets", auto_buckets),
-                        ("token_budget", token_budget), ("seq_len", seq_len), ("mega_batch_mult", mega_batch_mult)):
+                        ("token_budget", token_budget), ("seq_len", seq_len), ("mega_batch_mult", mega_batch_mult),
+                        ("shuffle_window", shuffle_window)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{name}: want an integer >= 0, got {v!r}")
         self.seed = int(seed)
@@ -150,7 +155,8 @@ class Loader(_Base):
             max_length=int(max_length), pad_multiple=int(pad_multiple),
             boundaries=[int(b) for b in (boundaries or [])], auto_buckets=int(auto_buckets),
             mega_batch_mult=int(mega_batch_mult), remainder=remainder, no_warmup=not warmup, split_docs=split_docs,
-            position_start=int(position_start), pad_id=int(pad_id), pad_id_set=True)
+            position_start=int(position_start), pad_id=int(pad_id), pad_id_set=True,
+            shuffle_window=int(shuffle_window))
         self._rank, self._world, self._worker, self._workers = rank, world_size, worker, num_workers
         for name, v in (("rank", rank), ("world_size", world_size), ("worker", worker), ("num_workers", num_workers)):
             if v is not None and (not isinstance(v, (int, np.integer)) or v < 0):

@@ -1,0 +1,18 @@
+"""Time from `gload serve` start (argv[2], epoch seconds) to listening and to the first batch, cold cache
+(for bench/s3_bench.sh)."""
+import os
+import sys
+import time
+
+sock, t0, shard = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+while not os.path.exists(sock):
+    time.sleep(0.002)
+t_listen = time.time() - t0
+import gload  # noqa: E402  (imported after the wait: its import time is not the server's)
+
+ld = gload.Loader("unix://" + sock, "bench", batch_size=16, transport="grpc")
+next(iter(ld))
+t_first = time.time() - t0
+print(f"s3bench: cold start: listening after {t_listen:.3f} s (metadata only), first batch after {t_first:.3f} s "
+      f"(first shard {shard / 1e6:.0f} MB to download before it)")
+ld.close()
