@@ -61,6 +61,7 @@ type Tokenizer struct {
 	post       postProcessor
 	decoder    decode.Decoder
 	added      *addedVocab
+	byteLevel  bool // the pre-tokenizer is ByteLevel: vocabulary strings spell bytes (EncodeRegions needs it)
 	hash       string
 	sessions   chan *session // idle sessions, kept warm (a sync.Pool would drop their word caches at every GC)
 	warnings   []string
@@ -145,6 +146,7 @@ func FromBytes(data []byte, opts Options) (*Tokenizer, error) {
 	if t.pre, info, err = pretok.FromJSON(f.PreTokenizer, "pre_tokenizer"); err != nil {
 		return nil, err
 	}
+	t.byteLevel = info.ByteLevel
 	if t.model, err = model.FromJSON(f.Model, "model", model.Options{ByteLevel: info.ByteLevel}); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,415 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ardanlabs/jinja"
+
+	"github.com/gload/gload/tokenize"
+)
+
+// IgnoreIndex is the label of a token the loss skips (PyTorch's CrossEntropyLoss ignore_index).
+const IgnoreIndex = -100
+
+// Skip kinds: why a record gives no sample. They are the prefixes of the reference error records.
+const (
+	KindRaised       = "template raised"
+	KindUnstable     = "template is not prefix-stable"
+	KindBadRecord    = "bad record"
+	KindAllTruncated = "all trained tokens cut by --max-length"
+	KindTokenizer    = "tokenizer"
+)
+
+// SkipError says why a record was skipped; Kind is one of the Kind constants.
+type SkipError struct {
+	Kind string
+	Msg  string
+}
+
+func (e *SkipError) Error() string {
+	if e.Msg == "" {
+		return e.Kind
+	}
+	return e.Kind + ": " + e.Msg
+}
+
+// Fields names the record fields that hold the conversation.
+type Fields struct {
+	Messages   string // default "messages"
+	Tools      string // default "tools"
+	Prompt     string // default "prompt"
+	Completion string // default "completion"
+}
+
+func (f Fields) withDefaults() Fields {
+	if f.Messages == "" {
+		f.Messages = "messages"
+	}
+	if f.Tools == "" {
+		f.Tools = "tools"
+	}
+	if f.Prompt == "" {
+		f.Prompt = "prompt"
+	}
+	if f.Completion == "" {
+		f.Completion = "completion"
+	}
+	return f
+}
+
+// Options change what Encoder makes of a conversation. The zero value follows the fixtures' rule exactly.
+type Options struct {
+	Fields Fields
+	// LastTurnOnly is the alternative for templates that are not prefix-stable (Qwen3 moving earlier reasoning, the
+	// early Llama-3 template's dangling header): when the full rule fails on prefix-stability, train only the last
+	// assistant message, with the segment [len(render(messages[:last], add_generation_prompt)), len(rendered)).
+	// Off by default: such records are skipped.
+	LastTurnOnly bool
+	// MaxLength > 0 truncates input_ids and labels to that many tokens (labels stay aligned).
+	MaxLength int
+	// DropAllTruncated skips a sample that had trained tokens of which truncation cut every one.
+	DropAllTruncated bool
+}
+
+// Encoder renders and tokenizes records. Safe for concurrent use.
+type Encoder struct {
+	tok                   *tokenize.Tokenizer
+	tmpl                  *Template
+	opts                  Options
+	postBefore, postAfter []int32
+}
+
+// NewEncoder pairs a tokenizer with a chat template.
+func NewEncoder(tok *tokenize.Tokenizer, tmpl *Template, opts Options) *Encoder {
+	opts.Fields = opts.Fields.withDefaults()
+	e := &Encoder{tok: tok, tmpl: tmpl, opts: opts}
+	e.postBefore, e.postAfter = tok.PostProcessorIDs()
+	return e
+}
+
+// Sample is one tokenized record.
+type Sample struct {
+	InputIDs []int32
+	Labels   []int32 // same length; IgnoreIndex where the loss is off
+	// Truncated counts the tokens --max-length cut.
+	Truncated int
+}
+
+// Trained counts the labels that are not IgnoreIndex.
+func (s *Sample) Trained() int {
+	n := 0
+	for _, l := range s.Labels {
+		if l != IgnoreIndex {
+			n++
+		}
+	}
+	return n
+}
+
+// Record encodes one JSON record: {messages[, tools]}, TRL's {prompt: [...], completion: [...]} or
+// {prompt: str, completion: str}. A record that gives no sample returns a *SkipError.
+func (e *Encoder) Record(raw []byte) (*Sample, error) {
+	var rec map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nil, &SkipError{Kind: KindBadRecord, Msg: "not a JSON object: " + err.Error()}
+	}
+	f := e.opts.Fields
+	tools := jinja.Undefined()
+	if t, ok := rec[f.Tools]; ok && string(t) != "null" {
+		v, err := ValueFromJSON(t)
+		if err != nil {
+			return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("field %q: %v", f.Tools, err)}
+		}
+		tools = v
+	}
+	if m, ok := rec[f.Messages]; ok {
+		msgs, err := messageList(m, f.Messages)
+		if err != nil {
+			return nil, err
+		}
+		return e.finish(e.Messages(msgs, tools))
+	}
+	p, okP := rec[f.Prompt]
+	c, okC := rec[f.Completion]
+	if !okP || !okC {
+		return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("no %q field and no %q/%q pair", f.Messages, f.Prompt, f.Completion)}
+	}
+	var ps, cs string
+	if json.Unmarshal(p, &ps) == nil && json.Unmarshal(c, &cs) == nil {
+		return e.finish(e.StringPair(ps, cs))
+	}
+	pm, err := messageList(p, f.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := messageList(c, f.Completion)
+	if err != nil {
+		return nil, err
+	}
+	return e.finish(e.PromptCompletion(pm, cm, tools))
+}
+
+func messageList(raw json.RawMessage, field string) ([]jinja.Value, error) {
+	v, err := ValueFromJSON(raw)
+	if err != nil {
+		return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("field %q: %v", field, err)}
+	}
+	if !v.IsList() {
+		return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("field %q is not a list of messages", field)}
+	}
+	items := v.AsList().Items
+	for i, m := range items {
+		if !m.IsDict() {
+			return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("%s[%d] is not an object", field, i)}
+		}
+		if r, ok := m.AsDict().Get("role"); !ok || !r.IsString() {
+			return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("%s[%d] has no string \"role\"", field, i)}
+		}
+	}
+	return items, nil
+}
+
+// finish applies truncation.
+func (e *Encoder) finish(s *Sample, err error) (*Sample, error) {
+	if err != nil {
+		return nil, err
+	}
+	if m := e.opts.MaxLength; m > 0 && len(s.InputIDs) > m {
+		before := s.Trained()
+		s.Truncated = len(s.InputIDs) - m
+		s.InputIDs, s.Labels = s.InputIDs[:m], s.Labels[:m]
+		if e.opts.DropAllTruncated && before > 0 && s.Trained() == 0 {
+			return nil, &SkipError{Kind: KindAllTruncated, Msg: fmt.Sprintf("%d trained tokens all past token %d", before, m)}
+		}
+	}
+	return s, nil
+}
+
+func role(m jinja.Value) string {
+	r, _ := m.AsDict().Get("role")
+	return r.AsString()
+}
+
+func (e *Encoder) render(msgs []jinja.Value, tools jinja.Value, gen bool) (string, error) {
+	out, err := e.tmpl.Render(msgs, tools, gen)
+	if err != nil {
+		return "", &SkipError{Kind: KindRaised, Msg: err.Error()}
+	}
+	return out, nil
+}
+
+type segment struct{ start, end int } // byte range of the rendering
+
+// Messages applies the segment rule to a conversation.
+func (e *Encoder) Messages(msgs []jinja.Value, tools jinja.Value) (*Sample, error) {
+	full, err := e.render(msgs, tools, false)
+	if err != nil {
+		return nil, err
+	}
+	var segs []segment
+	var unstable error
+	for i, m := range msgs {
+		if role(m) != "assistant" {
+			continue
+		}
+		prefix := ""
+		if i > 0 {
+			if prefix, err = e.render(msgs[:i], tools, true); err != nil {
+				return nil, err
+			}
+		}
+		fullI, err := e.render(msgs[:i+1], tools, false)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(full, fullI) {
+			k := diffAt(full, fullI)
+			unstable = &SkipError{Kind: KindUnstable, Msg: fmt.Sprintf("rendering of messages[:%d] differs from the full rendering at char %d (%s vs %s)",
+				i+1, charIndex(fullI, k), pyRepr(cut30(fullI, k)), pyRepr(cut30(full, k)))}
+			break
+		}
+		if !strings.HasPrefix(fullI, prefix) {
+			k := diffAt(prefix, fullI)
+			unstable = &SkipError{Kind: KindUnstable, Msg: fmt.Sprintf("generation prompt for messages[:%d] is not a prefix of the rendering of messages[:%d] (char %d: %s vs %s)",
+				i, i+1, charIndex(prefix, k), pyRepr(cut30(prefix, k)), pyRepr(cut30(fullI, k)))}
+			break
+		}
+		segs = append(segs, segment{len(prefix), len(fullI)})
+	}
+	if unstable != nil {
+		if !e.opts.LastTurnOnly {
+			return nil, unstable
+		}
+		return e.lastTurn(msgs, tools, full, unstable)
+	}
+	return e.encodeSegments(full, segs)
+}
+
+// lastTurn is Options.LastTurnOnly: one segment for the last message, if it is the assistant's.
+func (e *Encoder) lastTurn(msgs []jinja.Value, tools jinja.Value, full string, why error) (*Sample, error) {
+	last := len(msgs) - 1
+	if last < 0 || role(msgs[last]) != "assistant" {
+		return nil, why
+	}
+	prefix := ""
+	if last > 0 {
+		var err error
+		if prefix, err = e.render(msgs[:last], tools, true); err != nil {
+			return nil, err
+		}
+	}
+	if !strings.HasPrefix(full, prefix) {
+		return nil, why
+	}
+	return e.encodeSegments(full, []segment{{len(prefix), len(full)}})
+}
+
+// PromptCompletion applies the rule for TRL's conversational prompt/completion.
+func (e *Encoder) PromptCompletion(prompt, completion []jinja.Value, tools jinja.Value) (*Sample, error) {
+	pr, err := e.render(prompt, tools, true)
+	if err != nil {
+		return nil, err
+	}
+	full, err := e.render(slices.Concat(prompt, completion), tools, false)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(full, pr) {
+		k := diffAt(full, pr)
+		return nil, &SkipError{Kind: KindUnstable, Msg: fmt.Sprintf("the prompt with generation prompt is not a prefix of prompt+completion (char %d: %s vs %s)",
+			charIndex(pr, k), pyRepr(cut30(pr, k)), pyRepr(cut30(full, k)))}
+	}
+	return e.encodeSegments(full, []segment{{len(pr), len(full)}})
+}
+
+// StringPair applies TRL's rule for plain prompt/completion strings.
+func (e *Encoder) StringPair(prompt, completion string) (*Sample, error) {
+	text := prompt + completion
+	if eos := e.tmpl.EOS; eos != "" && !strings.HasSuffix(completion, eos) {
+		text += eos
+	}
+	ids, regions, err := e.tok.EncodeRegions(nil, nil, text, []int{len(prompt)})
+	if err != nil {
+		return nil, &SkipError{Kind: KindTokenizer, Msg: err.Error()}
+	}
+	n := len(e.postBefore) + len(ids) + len(e.postAfter)
+	s := &Sample{InputIDs: make([]int32, 0, n), Labels: make([]int32, 0, n)}
+	s.InputIDs = append(append(append(s.InputIDs, e.postBefore...), ids...), e.postAfter...)
+	for range e.postBefore {
+		s.Labels = append(s.Labels, IgnoreIndex)
+	}
+	for t, id := range ids {
+		if regions[t] >= 1 {
+			s.Labels = append(s.Labels, id)
+		} else {
+			s.Labels = append(s.Labels, IgnoreIndex)
+		}
+	}
+	for range e.postAfter {
+		s.Labels = append(s.Labels, IgnoreIndex)
+	}
+	return s, nil
+}
+
+// encodeSegments tokenizes rendered and labels the tokens whose start lies in a segment.
+func (e *Encoder) encodeSegments(rendered string, segs []segment) (*Sample, error) {
+	cuts := make([]int, 0, 2*len(segs))
+	for _, s := range segs {
+		cuts = append(cuts, s.start, s.end)
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	// inside[r]: whether region r (from cuts[r-1] to cuts[r]) lies in a segment.
+	inside := make([]bool, len(cuts)+1)
+	for r := 1; r <= len(cuts); r++ {
+		p := cuts[r-1]
+		for _, s := range segs {
+			if s.start <= p && p < s.end {
+				inside[r] = true
+				break
+			}
+		}
+	}
+	ids, regions, err := e.tok.EncodeRegions(nil, nil, rendered, cuts)
+	if err != nil {
+		return nil, &SkipError{Kind: KindTokenizer, Msg: err.Error()}
+	}
+	labels := make([]int32, len(ids))
+	for t, id := range ids {
+		if inside[regions[t]] {
+			labels[t] = id
+		} else {
+			labels[t] = IgnoreIndex
+		}
+	}
+	return &Sample{InputIDs: ids, Labels: labels}, nil
+}
+
+// diffAt is the byte index of the first difference of a and b (or the shorter length).
+func diffAt(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	// back to a character boundary of both
+	for i > 0 && ((i < len(a) && !utf8.RuneStart(a[i])) || (i < len(b) && !utf8.RuneStart(b[i]))) {
+		i--
+	}
+	return i
+}
+
+func charIndex(s string, byteIdx int) int { return utf8.RuneCountInString(s[:byteIdx]) }
+
+// cut30 is s from byte k on, 30 characters at most.
+func cut30(s string, k int) string {
+	s = s[k:]
+	n := 0
+	for i := range s {
+		if n == 30 {
+			return s[:i]
+		}
+		n++
+	}
+	return s
+}
+
+// pyRepr writes s as Python's repr(str) does, so skip reasons read as the reference error records.
+func pyRepr(s string) string {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == rune(q):
+			b.WriteByte('\\')
+			b.WriteByte(q)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == ' ' || unicode.IsPrint(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r < 0x10000:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
+}

@@ -1,0 +1,168 @@
+package tokenize
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/gload/gload/tokenize/pretok"
+	"github.com/gload/gload/tokenize/tokjson"
+)
+
+// EncodeRegions encodes text like AppendEncode(dst, text, false) and tells, for every token, where its start offset
+// (Hugging Face's encode offset, in bytes of text) lies relative to cuts: regions[t] is the number of cuts at or
+// before the token's start. cuts are byte positions in text, sorted ascending. The SFT label rule ("trained iff the
+// token starts inside [seg_start, seg_end)") is then "regions[t] is odd" for cuts = seg_start, seg_end, ... .
+//
+// It never approximates: a cut that falls where the normalizer does not keep text prefixes apart, a pre-tokenizer
+// whose words are not pieces of its input (Metaspace) or a token whose spelling does not match the bytes it came from
+// is an error.
+func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cuts []int) ([]int32, []int32, error) {
+	for i := 1; i < len(cuts); i++ {
+		if cuts[i] < cuts[i-1] {
+			return dst, regions, fmt.Errorf("tokenize: EncodeRegions: cuts not sorted (%d after %d)", cuts[i], cuts[i-1])
+		}
+	}
+	if !utf8.ValidString(text) {
+		return dst, regions, fmt.Errorf("tokenize: EncodeRegions: text is not valid UTF-8")
+	}
+	s := t.getSession()
+	defer t.putSession(s)
+	raw := t.added.split(nil, text, false)
+	for i, p := range raw {
+		pos := offsetIn(text, p.text)
+		if pos < 0 {
+			return dst, regions, fmt.Errorf("tokenize: EncodeRegions: internal: piece not inside the text")
+		}
+		base := countAtOrBefore(cuts, pos)
+		if p.id >= 0 {
+			dst = append(dst, p.id)
+			regions = append(regions, int32(base))
+			continue
+		}
+		// Cuts strictly inside this piece, placed in normalized coordinates.
+		normalized := p.text
+		var inner []int // normalized byte offsets of the cuts inside the piece
+		if t.normalizer != nil {
+			normalized = t.normalizer.Normalize(p.text)
+		}
+		for _, c := range cuts {
+			if c <= pos || c >= pos+len(p.text) {
+				continue
+			}
+			head := p.text[:c-pos]
+			if t.normalizer != nil {
+				head = t.normalizer.Normalize(head)
+			}
+			if !strings.HasPrefix(normalized, head) {
+				return dst, regions, fmt.Errorf("tokenize: EncodeRegions: the normalizer joins the text across byte %d (a segment edge): labels there would be a guess", c)
+			}
+			inner = append(inner, len(head))
+		}
+		region := func(ns int) int32 { return int32(base + countAtOrBefore(inner, ns)) }
+		norm := t.added.split(nil, normalized, true)
+		for j, q := range norm {
+			qpos := offsetIn(normalized, q.text)
+			if qpos < 0 {
+				return dst, regions, fmt.Errorf("tokenize: EncodeRegions: internal: normalized piece not inside the normalized text")
+			}
+			if q.id >= 0 {
+				dst = append(dst, q.id)
+				regions = append(regions, region(qpos))
+				continue
+			}
+			words := []string{q.text}
+			if t.pre != nil {
+				words = pretok.SplitPiece(t.pre, q.text, i == 0 && j == 0, nil)
+			}
+			for _, w := range words {
+				wpos := offsetIn(q.text, w)
+				if wpos < 0 {
+					return dst, regions, fmt.Errorf("tokenize: EncodeRegions: the pre-tokenizer rewrites its words (Metaspace?): token offsets are not supported for this tokenizer.json")
+				}
+				at := qpos + wpos
+				n0 := len(dst)
+				dst = s.enc.Encode(w, dst)
+				off := 0
+				for _, id := range dst[n0:] {
+					regions = append(regions, region(at+off))
+					n, err := t.tokenBytes(id, w[off:])
+					if err != nil {
+						return dst, regions, err
+					}
+					off += n
+				}
+				if off != len(w) {
+					return dst, regions, fmt.Errorf("tokenize: EncodeRegions: tokens of %q spell %d of its %d bytes", w, off, len(w))
+				}
+			}
+		}
+	}
+	return dst, regions, nil
+}
+
+// tokenBytes is how many bytes of rest (the word from this token on) token id stands for.
+func (t *Tokenizer) tokenBytes(id int32, rest string) (int, error) {
+	tok, ok := t.model.IDToToken(id)
+	if !ok {
+		return 0, fmt.Errorf("tokenize: EncodeRegions: id %d is not in the vocabulary", id)
+	}
+	if t.byteLevel {
+		b, ok := tokjson.ByteLevelDecode(tok)
+		if ok && strings.HasPrefix(rest, string(b)) {
+			return len(b), nil
+		}
+	} else {
+		if strings.HasPrefix(rest, tok) {
+			return len(tok), nil
+		}
+		if len(tok) == 6 && strings.HasPrefix(tok, "<0x") && tok[5] == '>' && rest != "" {
+			var b byte
+			if _, err := fmt.Sscanf(tok[3:5], "%02X", &b); err == nil && rest[0] == b {
+				return 1, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("tokenize: EncodeRegions: token %q (id %d) does not spell the text it came from (%.20q)", tok, id, rest)
+}
+
+// offsetIn is the byte offset of sub inside s when sub is a substring of s's memory (as splitting returns), else -1.
+func offsetIn(s, sub string) int {
+	if sub == "" {
+		return 0
+	}
+	if s == "" {
+		return -1
+	}
+	b := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	p := uintptr(unsafe.Pointer(unsafe.StringData(sub)))
+	if p < b || p+uintptr(len(sub)) > b+uintptr(len(s)) {
+		return -1
+	}
+	return int(p - b)
+}
+
+// countAtOrBefore is how many of the sorted xs are <= v.
+func countAtOrBefore(xs []int, v int) int {
+	n := 0
+	for n < len(xs) && xs[n] <= v {
+		n++
+	}
+	return n
+}
+
+// PostProcessorIDs is what the post-processor (add_special_tokens=True) puts before and after one sequence.
+func (t *Tokenizer) PostProcessorIDs() (before, after []int32) {
+	if t.post == nil {
+		return nil, nil
+	}
+	const sentinel = -7
+	ids := t.post.apply([]int32{sentinel}, 0)
+	for i, id := range ids {
+		if id == sentinel {
+			return append([]int32(nil), ids[:i]...), append([]int32(nil), ids[i+1:]...)
+		}
+	}
+	return nil, nil
+}
