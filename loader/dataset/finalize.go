@@ -94,7 +94,7 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 		ix.Shards = append(ix.Shards, e)
 		ix.Lengths = append(ix.Lengths, s.Lengths...)
 	}
-	if err := writeFileAtomic(dir, InfoFile, []byte(datasetInfoJSON(opts.Columns, opts.Special))); err != nil {
+	if err := writeFileAtomic(dir, InfoFile, []byte(datasetInfoJSON(opts.Columns, opts.Labels, opts.Special))); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
 	}
 	if err := writeFileAtomic(dir, StateFile, []byte(stateJSON(final, opts))); err != nil {
@@ -292,12 +292,16 @@ type jsonNumber string
 // featuresJSON writes list columns in the Sequence form (datasets 2.x and
 // 3.x write it, 4.x and later still read it as List); the 4.x "List" form is
 // unknown to datasets before 4 ("Feature type 'List' not found").
-func featuresJSON(columns []string) jsonObj {
-	f := jsonObj{{"input_ids", jsonObj{
+func featuresJSON(columns []string, labels bool) jsonObj {
+	seq := jsonObj{
 		{"feature", jsonObj{{"dtype", "int32"}, {"_type", "Value"}}},
 		{"length", jsonNumber("-1")},
 		{"_type", "Sequence"},
-	}}}
+	}
+	f := jsonObj{{"input_ids", seq}}
+	if labels {
+		f = append(f, jsonKV{"labels", seq})
+	}
 	for _, c := range columns {
 		f = append(f, jsonKV{c, jsonObj{{"dtype", "string"}, {"_type", "Value"}}})
 	}
@@ -305,15 +309,15 @@ func featuresJSON(columns []string) jsonObj {
 }
 
 // hfSchemaMetadata is the value of the "huggingface" Arrow schema metadata key.
-func hfSchemaMetadata(columns []string) string {
-	return pyJSON(jsonObj{{"info", jsonObj{{"features", featuresJSON(columns)}}}}, 0)
+func hfSchemaMetadata(columns []string, labels bool) string {
+	return pyJSON(jsonObj{{"info", jsonObj{{"features", featuresJSON(columns, labels)}}}}, 0)
 }
 
-func datasetInfoJSON(columns []string, special SpecialTokens) string {
+func datasetInfoJSON(columns []string, labels bool, special SpecialTokens) string {
 	info := jsonObj{
 		{"citation", ""},
 		{"description", ""},
-		{"features", featuresJSON(columns)},
+		{"features", featuresJSON(columns, labels)},
 	}
 	if special.Known() {
 		info = append(info, jsonKV{"gload", special.json()})

@@ -352,7 +352,8 @@ func decodeRecordBatch(m message, s *arrowSchema) (*recordBatch, error) {
 
 // idsLayout says where and how input_ids is stored in a shard's schema.
 type idsLayout struct {
-	field    int   // top-level field index
+	name     string // column name: input_ids or labels
+	field    int    // top-level field index
 	list     uint8 // typeList, typeLargeList or typeFixedSizeList
 	fixed    int64 // list size for fixed-size lists
 	width    int   // bytes per token id: 1, 2, 4 or 8
@@ -361,34 +362,37 @@ type idsLayout struct {
 }
 
 // findIDs locates input_ids in the schema.
-func findIDs(s *arrowSchema) (idsLayout, error) {
+func findIDs(s *arrowSchema) (idsLayout, error) { return findIntList(s, "input_ids") }
+
+// findIntList locates a list-of-integers column (input_ids, labels) in the schema.
+func findIntList(s *arrowSchema, name string) (idsLayout, error) {
 	for k := range s.fields {
 		fd := &s.fields[k]
-		if fd.name != "input_ids" {
+		if fd.name != name {
 			continue
 		}
-		l := idsLayout{field: k, list: fd.typ}
+		l := idsLayout{name: name, field: k, list: fd.typ}
 		switch fd.typ {
 		case typeList, typeLargeList:
 		case typeFixedSizeList:
 			if fd.listSize <= 0 {
-				return l, fmt.Errorf("input_ids: %w: fixed-size list of size %d", ErrUnsupported, fd.listSize)
+				return l, fmt.Errorf("%s: %w: fixed-size list of size %d", name, ErrUnsupported, fd.listSize)
 			}
 			l.fixed = int64(fd.listSize)
 		default:
-			return l, fmt.Errorf("input_ids: %w: arrow type id %d, want a list of integers", ErrUnsupported, fd.typ)
+			return l, fmt.Errorf("%s: %w: arrow type id %d, want a list of integers", name, ErrUnsupported, fd.typ)
 		}
 		if fd.dict || len(fd.children) != 1 {
-			return l, fmt.Errorf("input_ids: %w: dictionary-encoded list", ErrUnsupported)
+			return l, fmt.Errorf("%s: %w: dictionary-encoded list", name, ErrUnsupported)
 		}
 		c := &fd.children[0]
 		if c.typ != typeInt || c.dict {
-			return l, fmt.Errorf("input_ids: %w: list of arrow type id %d, want integers", ErrUnsupported, c.typ)
+			return l, fmt.Errorf("%s: %w: list of arrow type id %d, want integers", name, ErrUnsupported, c.typ)
 		}
 		switch c.bitWidth {
 		case 8, 16, 32, 64:
 		default:
-			return l, fmt.Errorf("input_ids: %w: %d-bit integers", ErrUnsupported, c.bitWidth)
+			return l, fmt.Errorf("%s: %w: %d-bit integers", name, ErrUnsupported, c.bitWidth)
 		}
 		l.width = int(c.bitWidth / 8)
 		l.signed = c.signed
@@ -406,7 +410,7 @@ func findIDs(s *arrowSchema) (idsLayout, error) {
 		}
 		return l, nil
 	}
-	return idsLayout{}, fmt.Errorf("%w: no input_ids column", ErrUnsupported)
+	return idsLayout{}, fmt.Errorf("%w: no %s column", ErrUnsupported, name)
 }
 
 // idsBatch is one record batch's input_ids column, validated: every offset is
@@ -430,10 +434,15 @@ func decodeIDs(data []byte, m message, s *arrowSchema, l idsLayout) (*idsBatch, 
 	if err != nil {
 		return nil, err
 	}
+	return decodeIntList(data, m, rb, s, l)
+}
+
+// decodeIntList decodes and validates the list-of-integers column l of the decoded record batch rb.
+func decodeIntList(data []byte, m message, rb *recordBatch, s *arrowSchema, l idsLayout) (*idsBatch, error) {
 	n0, b0 := s.nodeStart[l.field], rb.bufStart[l.field]
 	list, child := rb.nodes[n0], rb.nodes[n0+1]
 	at := func(format string, args ...any) error {
-		return fmt.Errorf("record batch at offset %d: input_ids: "+format, append([]any{m.start}, args...)...)
+		return fmt.Errorf("record batch at offset %d: %s: "+format, append([]any{m.start, l.name}, args...)...)
 	}
 	if list.length != rb.rows {
 		return nil, at("%d rows in a %d-row batch", list.length, rb.rows)

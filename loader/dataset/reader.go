@@ -51,6 +51,7 @@ type Dataset struct {
 	columns   []string
 	closed    atomic.Bool
 	zeroCopy  bool
+	hasLabels bool
 	fromIndex bool
 	src       ShardSource // lazy datasets only
 	idsType   string      // lazy datasets: input_ids' dtype from dataset_info.json
@@ -65,6 +66,7 @@ type shard struct {
 	footer     uint64
 	schema     *arrowSchema
 	ids        idsLayout
+	labels     *idsLayout // the SFT labels column, nil when the shard has none
 	colIndex   map[string]int
 	firstMsg   int64 // offset of the first message after the schema
 	entry      ShardEntry
@@ -75,6 +77,7 @@ type shard struct {
 
 type batchSlot struct {
 	b   *idsBatch
+	lb  *idsBatch // labels, when the shard has them
 	err error
 }
 
@@ -215,6 +218,15 @@ func (sh *shard) parseSchema() error {
 		return sh.corrupt(err)
 	}
 	sh.schema, sh.ids, sh.firstMsg = s, ids, m.next
+	for _, f := range s.fields {
+		if f.name == "labels" {
+			// A labels column that is not a list of integers (a class label) is an ordinary column, not SFT labels.
+			if l, err := findIntList(s, "labels"); err == nil {
+				sh.labels = &l
+			}
+			break
+		}
+	}
 	sh.colIndex = make(map[string]int, len(s.fields))
 	for k, f := range s.fields {
 		if _, dup := sh.colIndex[f.name]; !dup {
@@ -356,7 +368,21 @@ func (d *Dataset) init(ix *Index, reason string, opts OpenOptions, log *slog.Log
 	}
 	d.fp = fp.Fingerprint()
 	d.zeroCopy = hostLittleEndian
-	seen := map[string]bool{"input_ids": true}
+	d.hasLabels = len(d.shards) > 0
+	for _, sh := range d.shards {
+		if sh.labels == nil {
+			d.hasLabels = false
+		}
+	}
+	for _, sh := range d.shards {
+		if d.hasLabels != (sh.labels != nil) {
+			return fmt.Errorf("dataset %s: %w: shard %s has no labels column while others have one", d.dir, ErrCorrupt, sh.name)
+		}
+		if sh.labels != nil && (sh.labels.width != 4 || !sh.labels.signed) {
+			d.zeroCopy = false
+		}
+	}
+	seen := map[string]bool{"input_ids": true, "labels": d.hasLabels}
 	for _, sh := range d.shards {
 		if sh.ids.width != 4 || !sh.ids.signed {
 			d.zeroCopy = false
@@ -416,6 +442,9 @@ func (sh *shard) batch(j int) (*idsBatch, error) {
 	if err == nil {
 		s.b, err = decodeIDs(sh.data, m, sh.schema, sh.ids)
 	}
+	if err == nil && sh.labels != nil {
+		s.lb, err = decodeIntList(sh.data, m, s.b.rb, sh.schema, *sh.labels)
+	}
 	if err == nil && s.b.rows != sh.batchRows(j) {
 		err = fmt.Errorf("record batch at offset %d: %d rows, index says %d: %w", br.Offset, s.b.rows, sh.batchRows(j), ErrStaleIndex)
 	}
@@ -454,6 +483,59 @@ func (d *Dataset) row(i int) (sh *shard, b *idsBatch, r, start, end int64, err e
 			sh.path, j, r, ErrStaleIndex, end-start, d.lengths[i])
 	}
 	return sh, b, r, start, end, nil
+}
+
+// HasLabels reports whether the dataset stores SFT labels (a `labels` list column in every shard).
+func (d *Dataset) HasLabels() bool { return d.hasLabels }
+
+// rowLabels locates the labels of global row i (HasLabels datasets): the batch and value span, checked to be as
+// long as the row's input_ids.
+func (d *Dataset) rowLabels(i int) (sh *shard, lb *idsBatch, start, end int64, err error) {
+	if !d.hasLabels {
+		return nil, nil, 0, 0, fmt.Errorf("dataset %s: column \"labels\": %w", d.dir, ErrNoColumn)
+	}
+	sh, _, r, s0, e0, err := d.row(i)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	g := int64(i)
+	k := sort.Search(len(d.shards), func(k int) bool { return d.starts[k+1] > g })
+	j := sh.batchFor(g - d.starts[k])
+	slot := sh.cache[j].Load()
+	if slot == nil || slot.lb == nil {
+		return nil, nil, 0, 0, fmt.Errorf("shard %s: batch %d: labels not decoded", sh.path, j)
+	}
+	start, end = slot.lb.span(r)
+	if end-start != e0-s0 {
+		return nil, nil, 0, 0, fmt.Errorf("shard %s: batch %d row %d: %w: %d labels for %d tokens", sh.path, j, r, ErrCorrupt, end-start, e0-s0)
+	}
+	return sh, slot.lb, start, end, nil
+}
+
+// Labels returns the labels of row i as a read-only view into the memory map (like Tokens): one per token, -100
+// where the loss is off. ErrNoColumn when the dataset has no labels.
+func (d *Dataset) Labels(i int) ([]int32, error) {
+	_, lb, start, end, err := d.rowLabels(i)
+	if err != nil {
+		return nil, err
+	}
+	if lb.i32 == nil {
+		return nil, fmt.Errorf("dataset %s: row %d labels: %w", d.dir, i, ErrNotZeroCopy)
+	}
+	return lb.i32[start:end:end], nil
+}
+
+// AppendLabels appends the labels of row i to dst, converting any integer width to int32.
+func (d *Dataset) AppendLabels(dst []int32, i int) ([]int32, error) {
+	sh, lb, start, end, err := d.rowLabels(i)
+	if err != nil {
+		return dst, err
+	}
+	dst, err = lb.appendRange(dst, start, end)
+	if err != nil {
+		return dst, fmt.Errorf("shard %s: row %d labels: %w", sh.path, i, err)
+	}
+	return dst, nil
 }
 
 // Len returns the number of rows.

@@ -22,8 +22,11 @@ var crcTable = crc64.MakeTable(crc64.ECMA)
 // WriterOptions describe the dataset being written. All shards of one dataset
 // must be written, and finalized, with the same options.
 type WriterOptions struct {
-	// Columns are extra utf8 columns stored after input_ids, in this order.
+	// Columns are extra utf8 columns stored after input_ids (and labels), in this order.
 	Columns []string
+	// Labels adds the SFT column `labels: list<int32>` after input_ids: one label per token, -100 where the loss
+	// is off. Rows are then added with AppendLabeled.
+	Labels bool
 	// RowsPerBatch is the number of rows per Arrow record batch (default 1000).
 	RowsPerBatch int
 	// TokenizerHash is stored in gload.index (e.g. hex sha256 of tokenizer.json
@@ -54,7 +57,7 @@ func (o WriterOptions) normalized() (WriterOptions, error) {
 	if err := o.Special.validate(); err != nil {
 		return o, err
 	}
-	seen := map[string]bool{"input_ids": true}
+	seen := map[string]bool{"input_ids": true, "labels": o.Labels}
 	for _, c := range o.Columns {
 		if c == "" || !utf8.ValidString(c) || seen[c] {
 			return o, fmt.Errorf("%w: column name %q empty, not UTF-8 or repeated", ErrBadInput, c)
@@ -97,6 +100,7 @@ type ShardWriter struct {
 	// current batch
 	offs  []int32
 	vals  []int32
+	lvals []int32 // labels, when opts.Labels (their offsets are offs: same lengths)
 	soffs [][]int32
 	sdata [][]byte
 	rows  int // rows in the current batch
@@ -131,8 +135,12 @@ func CreateShard(dir string, shardNum int, opts WriterOptions) (*ShardWriter, er
 	}
 	w.bw = bufio.NewWriterSize(f, 1<<20)
 	// The metadata size depends only on the column count, never on values.
-	nodes := make([]int64, 2*(2+len(opts.Columns)))
-	w.batchMetaLen = len(recordBatchMessage(0, nodes, make([]int64, 2*(4+3*len(opts.Columns))), 0))
+	lists := 1
+	if opts.Labels {
+		lists = 2
+	}
+	nodes := make([]int64, 2*(2*lists+len(opts.Columns)))
+	w.batchMetaLen = len(recordBatchMessage(0, nodes, make([]int64, 2*(4*lists+3*len(opts.Columns))), 0))
 	w.resetBatch()
 	w.writeMessage(schemaMessage(opts), nil)
 	if w.err != nil {
@@ -146,6 +154,24 @@ func CreateShard(dir string, shardNum int, opts WriterOptions) (*ShardWriter, er
 // and strings are copied. After a write error every call returns that error
 // and the writer must be aborted.
 func (w *ShardWriter) Append(ids []int32, cols []string) error {
+	if w.opts.Labels {
+		return fmt.Errorf("append to shard %s: %w: the dataset has labels (use AppendLabeled)", w.tmp, ErrBadInput)
+	}
+	return w.add(ids, nil, cols)
+}
+
+// AppendLabeled adds one row of a dataset with labels (WriterOptions.Labels): labels has one entry per id.
+func (w *ShardWriter) AppendLabeled(ids, labels []int32, cols []string) error {
+	if !w.opts.Labels {
+		return fmt.Errorf("append to shard %s: %w: labels given for a dataset without a labels column", w.tmp, ErrBadInput)
+	}
+	if len(labels) != len(ids) {
+		return fmt.Errorf("append to shard %s: %w: %d labels for %d ids", w.tmp, ErrBadInput, len(labels), len(ids))
+	}
+	return w.add(ids, labels, cols)
+}
+
+func (w *ShardWriter) add(ids, labels []int32, cols []string) error {
 	if w.done {
 		return fmt.Errorf("append to shard %s: %w", w.tmp, ErrClosed)
 	}
@@ -179,6 +205,7 @@ func (w *ShardWriter) Append(ids []int32, cols []string) error {
 		w.flushBatch()
 	}
 	w.vals = append(w.vals, ids...)
+	w.lvals = append(w.lvals, labels...)
 	w.offs = append(w.offs, int32(len(w.vals)))
 	for i, c := range cols {
 		w.sdata[i] = append(w.sdata[i], c...)
@@ -205,6 +232,9 @@ func (w *ShardWriter) Bytes() int64 {
 	if w.rows > 0 {
 		padded := func(k int) int64 { return int64(k + pad8(k)) }
 		n += 8 + int64(w.batchMetaLen) + padded(4*len(w.offs)) + padded(4*len(w.vals))
+		if w.opts.Labels {
+			n += padded(4*len(w.offs)) + padded(4*len(w.lvals))
+		}
 		for i := range w.sdata {
 			n += padded(4*len(w.soffs[i])) + padded(len(w.sdata[i]))
 		}
@@ -281,6 +311,7 @@ func removeQuiet(path string) error {
 func (w *ShardWriter) resetBatch() {
 	w.offs = append(w.offs[:0], 0)
 	w.vals = w.vals[:0]
+	w.lvals = w.lvals[:0]
 	for i := range w.soffs {
 		w.soffs[i] = append(w.soffs[i][:0], 0)
 		w.sdata[i] = w.sdata[i][:0]
@@ -330,6 +361,9 @@ func (w *ShardWriter) flushBatch() {
 	// Encode every int32 part into one scratch buffer, then slice it up.
 	w.scratch = appendInt32s(w.scratch[:0], w.offs)
 	w.scratch = appendInt32s(w.scratch, w.vals)
+	if w.opts.Labels {
+		w.scratch = appendInt32s(w.scratch, w.lvals)
+	}
 	for i := range w.soffs {
 		w.scratch = appendInt32s(w.scratch, w.soffs[i])
 	}
@@ -341,12 +375,17 @@ func (w *ShardWriter) flushBatch() {
 	}
 	// Body: list validity (absent), list offsets, child validity (absent),
 	// values, then per column: validity (absent), offsets, data.
-	body := make([][]byte, 0, 4+3*len(w.sdata))
-	body = append(body, nil, take(4*len(w.offs)), nil, take(4*len(w.vals)))
+	body := make([][]byte, 0, 8+3*len(w.sdata))
+	offs := take(4 * len(w.offs))
+	body = append(body, nil, offs, nil, take(4*len(w.vals)))
+	nodes := []int64{int64(w.rows), 0, int64(len(w.vals)), 0}
+	if w.opts.Labels {
+		body = append(body, nil, offs, nil, take(4*len(w.lvals)))
+		nodes = append(nodes, int64(w.rows), 0, int64(len(w.lvals)), 0)
+	}
 	for i := range w.sdata {
 		body = append(body, nil, take(4*len(w.soffs[i])), w.sdata[i])
 	}
-	nodes := []int64{int64(w.rows), 0, int64(len(w.vals)), 0}
 	for range w.sdata {
 		nodes = append(nodes, int64(w.rows), 0)
 	}
@@ -373,10 +412,13 @@ func schemaMessage(opts WriterOptions) []byte {
 	}
 	item := field("item", typeInt, fbTab{fbScalar(0, 4, 32), fbScalar(1, 1, 1)})
 	fields := fbTables{field("input_ids", typeList, fbTab{}, item)}
+	if opts.Labels {
+		fields = append(fields, field("labels", typeList, fbTab{}, item))
+	}
 	for _, c := range opts.Columns {
 		fields = append(fields, field(c, typeUtf8, fbTab{}))
 	}
-	kv := fbTab{fbRef(0, fbString("huggingface")), fbRef(1, fbString(hfSchemaMetadata(opts.Columns)))}
+	kv := fbTab{fbRef(0, fbString("huggingface")), fbRef(1, fbString(hfSchemaMetadata(opts.Columns, opts.Labels)))}
 	schema := fbTab{fbRef(1, fields), fbRef(2, fbTables{kv})}
 	return buildFlatbuffer(fbTab{
 		fbScalar(0, 2, metadataV5),

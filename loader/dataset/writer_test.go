@@ -181,7 +181,7 @@ func TestHFJSONFiles(t *testing.T) {
 		!strings.HasSuffix(string(state), "\",\n  \"_format_columns\": null,\n  \"_format_kwargs\": {},\n  \"_format_type\": null,\n  \"_output_all_columns\": false,\n  \"_split\": null\n}") {
 		t.Errorf("state.json:\n%s", state)
 	}
-	if got := hfSchemaMetadata([]string{"text"}); got != `{"info": {"features": {"input_ids": {"feature": {"dtype": "int32", "_type": "Value"}, "length": -1, "_type": "Sequence"}, "text": {"dtype": "string", "_type": "Value"}}}}` {
+	if got := hfSchemaMetadata([]string{"text"}, false); got != `{"info": {"features": {"input_ids": {"feature": {"dtype": "int32", "_type": "Value"}, "length": -1, "_type": "Sequence"}, "text": {"dtype": "string", "_type": "Value"}}}}` {
 		t.Errorf("schema metadata %s", got)
 	}
 }
