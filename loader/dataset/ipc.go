@@ -354,9 +354,9 @@ func decodeRecordBatch(m message, s *arrowSchema) (*recordBatch, error) {
 type idsLayout struct {
 	name     string // column name: input_ids or labels
 	field    int    // top-level field index
-	list     uint8 // typeList, typeLargeList or typeFixedSizeList
-	fixed    int64 // list size for fixed-size lists
-	width    int   // bytes per token id: 1, 2, 4 or 8
+	list     uint8  // typeList, typeLargeList or typeFixedSizeList
+	fixed    int64  // list size for fixed-size lists
+	width    int    // bytes per token id: 1, 2, 4 or 8
 	signed   bool
 	typeName string // e.g. "list<int64>"
 }
