@@ -2,6 +2,7 @@ package loader_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,11 @@ func TestOpenErrors(t *testing.T) {
 		{"sequential packed", func(o *gloadpb.Open) { o.Policy.Policy, o.Policy.SeqLen, o.Policy.Sequential = "packed", 64, true }, codes.InvalidArgument, []string{"policy.sequential"}},
 		{"boundaries not ascending", func(o *gloadpb.Open) { o.Policy.Boundaries = []uint32{64, 32} }, codes.InvalidArgument, []string{"policy.boundaries"}},
 		{"negative position start", func(o *gloadpb.Open) { o.Policy.PositionStart = -1 }, codes.InvalidArgument, []string{"policy.position_start"}},
+		{"position start 2^31-1", func(o *gloadpb.Open) { o.Policy.PositionStart = math.MaxInt32 }, codes.InvalidArgument,
+			[]string{"policy.position_start", "2147483647", "exceed int32"}},
+		{"position ids past 2^31-1 in packed rows", func(o *gloadpb.Open) {
+			o.Policy = &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 2, SeqLen: 128, PositionStart: math.MaxInt32 - 126}
+		}, codes.InvalidArgument, []string{"policy.position_start", "128-token rows", "at most 2147483520"}},
 		{"batch over the server limit", func(o *gloadpb.Open) {
 			o.Policy.BatchSize = 200
 		}, codes.InvalidArgument, []string{"policy.batch_size", "limit"}},

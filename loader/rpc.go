@@ -141,6 +141,9 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 	if err := s.checkShapes(plan, cfg); err != nil {
 		return nil, err
 	}
+	if err := checkPositions(open.GetPolicy().GetPositionStart(), plan.Shapes()); err != nil {
+		return nil, err
+	}
 	return &consumer{
 		ds: d, open: open, cfg: cfg, plan: plan,
 		start: &gloadpb.ResumeState{
@@ -167,6 +170,22 @@ func (s *Server) checkShapes(p *bucket.Plan, cfg bucket.Config) error {
 				"policy.batch_size: batches of %d×%d tokens need %d bytes, more than this server's limit of %d",
 				sh.Rows, sh.Length, n, s.cfg.MaxBatchBytes)
 		}
+	}
+	return nil
+}
+
+// checkPositions refuses a position_start whose position ids (start up to
+// start + row length - 1, as int32) would wrap past 2^31-1 in the plan's
+// longest rows.
+func checkPositions(start int32, shapes []bucket.Shape) error {
+	longest := 0
+	for _, sh := range shapes {
+		longest = max(longest, sh.Length)
+	}
+	if longest > 0 && int64(start)+int64(longest)-1 > math.MaxInt32 {
+		return status.Errorf(codes.InvalidArgument,
+			"policy.position_start: %d would make position ids of %d-token rows exceed int32 (%d); want at most %d",
+			start, longest, math.MaxInt32, math.MaxInt32-longest+1)
 	}
 	return nil
 }

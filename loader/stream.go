@@ -316,27 +316,17 @@ func (s *Server) receive(stream gloadpb.Loader_BatchesServer, cr *credits, st *s
 
 // build assembles global batch g (into a slot of ring when ring is not nil)
 // with memory faults on the mapped shards turned into errors
-// (debug.SetPanicOnFault is on for the stream goroutine).
+// (debug.SetPanicOnFault is on for the stream goroutine). No panic of batch
+// assembly leaves build: a fault or a runtime error while reading a shard
+// that changed on disk is DATA_LOSS naming it, anything else INTERNAL (with
+// the stack logged), so that one bad stream never takes the server down.
 func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader, ring *shm.Ring, slot int32, layout shm.Layout) (wb *wireBatch, err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
 			return
 		}
-		fault, ok := r.(interface{ Addr() uintptr })
-		if _, isRT := r.(runtime.Error); !ok || !isRT {
-			panic(r)
-		}
-		if ring != nil && ring.Contains(fault.Addr()) {
-			s.log.Error("ring fault", "consumer", c.describe(), "path", ring.Path(), "addr", fault.Addr())
-			wb, err = nil, status.Errorf(codes.Internal, "transport: shm: memory fault at %#x writing ring %s", fault.Addr(), ring.Path())
-			return
-		}
-		reason := fmt.Sprintf("dataset %s: memory fault at %#x reading %s: a shard was truncated or rewritten under the server",
-			c.ds.name, fault.Addr(), c.ds.shardOf(asm.cur))
-		c.ds.markBroken(reason)
-		s.log.Error("data loss", "dataset", c.ds.name, "err", reason)
-		wb, err = nil, status.Errorf(codes.DataLoss, "%v: %s", ErrDataLoss, reason)
+		wb, err = nil, s.buildPanic(r, asm, c, g, ring)
 	}()
 	if ring != nil {
 		wb, err = asm.assembleSlot(c.plan.Batch(g), h, slot, ring.Slot(int(slot)), layout)
@@ -348,9 +338,40 @@ func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader, ring *
 			c.ds.markBroken(fmt.Sprintf("dataset %s: %v", c.ds.name, err))
 			return nil, status.Errorf(codes.DataLoss, "%v: dataset %s: batch %d: %v", ErrDataLoss, c.ds.name, g, err)
 		}
+		if errors.Is(err, dataset.ErrUnsupported) {
+			c.ds.markBroken(fmt.Sprintf("dataset %s: %v", c.ds.name, err))
+			return nil, status.Errorf(codes.FailedPrecondition, "dataset %s: batch %d: %v", c.ds.name, g, err)
+		}
 		return nil, status.Errorf(codes.Internal, "dataset %s: batch %d: %v", c.ds.name, g, err)
 	}
 	return wb, nil
+}
+
+// buildPanic turns a panic recovered in build into the stream's error.
+func (s *Server) buildPanic(r any, asm *assembler, c *consumer, g int, ring *shm.Ring) error {
+	if fault, ok := r.(interface{ Addr() uintptr }); ok {
+		if ring != nil && ring.Contains(fault.Addr()) {
+			s.log.Error("ring fault", "consumer", c.describe(), "path", ring.Path(), "addr", fault.Addr())
+			return status.Errorf(codes.Internal, "transport: shm: memory fault at %#x writing ring %s", fault.Addr(), ring.Path())
+		}
+		reason := fmt.Sprintf("dataset %s: memory fault at %#x reading %s: a shard was truncated or rewritten under the server",
+			c.ds.name, fault.Addr(), c.ds.shardOf(asm.cur))
+		c.ds.markBroken(reason)
+		s.log.Error("data loss", "dataset", c.ds.name, "err", reason)
+		return status.Errorf(codes.DataLoss, "%v: %s", ErrDataLoss, reason)
+	}
+	// A runtime error (an index out of range, say) while a shard changed on
+	// disk is that change showing; otherwise it is a defect of ours.
+	if _, isRT := r.(runtime.Error); isRT {
+		if cerr := c.ds.check(); cerr != nil {
+			reason := fmt.Sprintf("%v while reading %s (%v)", r, c.ds.shardOf(asm.cur), cerr)
+			s.log.Error("data loss", "dataset", c.ds.name, "err", reason)
+			return status.Errorf(codes.DataLoss, "%v: dataset %s: batch %d: %s", ErrDataLoss, c.ds.name, g, reason)
+		}
+	}
+	s.log.Error("panic assembling a batch", "consumer", c.describe(), "batch", g, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	return status.Errorf(codes.Internal, "dataset %s: batch %d: internal error assembling the batch: %v (the server logged the stack; please report it)",
+		c.ds.name, g, r)
 }
 
 // createRing makes the shared-memory ring of a stream: slots = the granted

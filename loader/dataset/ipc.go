@@ -521,15 +521,60 @@ func (b *idsBatch) isNull(r int64) bool {
 	return b.valid != nil && b.valid[r>>3]&(1<<(r&7)) == 0
 }
 
-// span returns the value range of row r (validated at decode time).
-func (b *idsBatch) span(r int64) (start, end int64) {
+// span returns the value range of row r. The offsets were validated at
+// decode time, but they are read from the mapping again on every call and a
+// shard rewritten in place under the reader changes them: each span is
+// checked against the values buffer again (a few compares) so that a bad one
+// is an error wrapping ErrCorrupt, never an out-of-range slice.
+func (b *idsBatch) span(r int64) (start, end int64, err error) {
+	if r < 0 || r >= b.rows {
+		return 0, 0, fmt.Errorf("%w: batch row %d of %d", ErrCorrupt, r, b.rows)
+	}
 	if b.isNull(r) {
-		return 0, 0
+		return 0, 0, nil
 	}
 	if b.offs == nil {
-		return r * b.fixed, (r + 1) * b.fixed
+		return r * b.fixed, (r + 1) * b.fixed, nil
 	}
-	return b.offset(r), b.offset(r + 1)
+	start, end = b.offset(r), b.offset(r+1)
+	if n := int64(len(b.vals)) / int64(b.width); start < 0 || end < start || end > n {
+		return 0, 0, fmt.Errorf("%w: batch row %d: input_ids offsets %d..%d outside its %d values (was the file rewritten under the reader?)",
+			ErrCorrupt, r, start, end, n)
+	}
+	return start, end, nil
+}
+
+// firstWideID finds the first row holding an id outside int32 (only ids
+// stored in 4 unsigned or 8 bytes can be) and returns it with the id.
+func (b *idsBatch) firstWideID() (row int64, id string, bad bool) {
+	if b.width < 4 || (b.width == 4 && b.signed) {
+		return 0, "", false
+	}
+	w := int64(b.width)
+	for r := range b.rows {
+		start, end, err := b.span(r)
+		if err != nil {
+			continue // reported by the read of that row
+		}
+		for j := start; j < end; j++ {
+			p := b.vals[j*w:]
+			switch {
+			case w == 4:
+				if u := binary.LittleEndian.Uint32(p); u > math.MaxInt32 {
+					return r, fmt.Sprint(u), true
+				}
+			case b.signed:
+				if v := int64(binary.LittleEndian.Uint64(p)); v < math.MinInt32 || v > math.MaxInt32 {
+					return r, fmt.Sprint(v), true
+				}
+			default:
+				if u := binary.LittleEndian.Uint64(p); u > math.MaxInt32 {
+					return r, fmt.Sprint(u), true
+				}
+			}
+		}
+	}
+	return 0, "", false
 }
 
 // appendRange appends values [start, end) converted to int32. It fails on ids

@@ -262,7 +262,10 @@ func (sh *shard) scan() (ShardEntry, []uint32, error) {
 			}
 			e.Batches = append(e.Batches, BatchRef{Offset: m.start, FirstRow: e.Rows})
 			for r := int64(0); r < b.rows; r++ {
-				start, end := b.span(r)
+				start, end, err := b.span(r)
+				if err != nil {
+					return e, nil, sh.corrupt(fmt.Errorf("batch %d: %w", len(e.Batches)-1, err))
+				}
 				if end-start > math.MaxUint32 {
 					return e, nil, sh.corrupt(fmt.Errorf("batch %d row %d: %d tokens", len(e.Batches)-1, r, end-start))
 				}
@@ -448,6 +451,14 @@ func (sh *shard) batch(j int) (*idsBatch, error) {
 	if err == nil && s.b.rows != sh.batchRows(j) {
 		err = fmt.Errorf("record batch at offset %d: %d rows, index says %d: %w", br.Offset, s.b.rows, sh.batchRows(j), ErrStaleIndex)
 	}
+	if err == nil {
+		// Ids stored wider than int32 (Hugging Face writes int64) are checked
+		// for the whole batch at its first touch, so a bad id fails the first
+		// read of its batch, naming its row, not the read that reaches it.
+		if r, x, bad := s.b.firstWideID(); bad {
+			err = fmt.Errorf("%w: row %d of the shard (batch row %d): token id %s does not fit in int32", ErrUnsupported, br.FirstRow+r, r, x)
+		}
+	}
 	if err != nil {
 		s.b, s.err = nil, sh.corrupt(fmt.Errorf("batch %d: %w", j, err))
 	}
@@ -477,7 +488,9 @@ func (d *Dataset) row(i int) (sh *shard, b *idsBatch, r, start, end int64, err e
 		return nil, nil, 0, 0, 0, err
 	}
 	r = local - sh.entry.Batches[j].FirstRow
-	start, end = b.span(r)
+	if start, end, err = b.span(r); err != nil {
+		return nil, nil, 0, 0, 0, fmt.Errorf("shard %s: record batch %d: %w", sh.path, j, err)
+	}
 	if end-start != int64(d.lengths[i]) {
 		return nil, nil, 0, 0, 0, fmt.Errorf("shard %s: batch %d row %d: %w: %d tokens, index says %d",
 			sh.path, j, r, ErrStaleIndex, end-start, d.lengths[i])

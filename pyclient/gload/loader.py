@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
+import threading
 import socket
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -44,6 +46,32 @@ _MAX_MESSAGE_BYTES = 1 << 30
 
 Address = str
 State = Dict[str, Any]
+
+
+def _seconds(t: Any, what: str, none_ok: bool = True) -> Optional[float]:
+    """Checks a time in seconds: None (when ``none_ok``) or a number >= 0; infinity means no bound (None). NaN,
+    negative numbers and non-numbers raise ValueError."""
+    if t is None and none_ok:
+        return None
+    if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{what}: want seconds (a number >= 0{' or None' if none_ok else ''}), got {t!r}")
+    t = float(t)
+    if math.isnan(t) or t < 0:
+        raise ValueError(f"{what}: want seconds >= 0{' or None' if none_ok else ''}, got {t!r}")
+    if t > threading.TIMEOUT_MAX:  # infinity (or beyond what a lock can wait): no bound
+        return None
+    return t
+
+
+def _patience(t: Any, what: str) -> float:
+    """A number of seconds to keep trying (>= 0; infinity: for ever)."""
+    s = _seconds(t, what, none_ok=False)
+    return math.inf if s is None else s
+
+
+def _rpc_timeout(t: Optional[float]) -> Optional[float]:
+    """A patience as a gRPC deadline (None: none)."""
+    return None if t is None or math.isinf(t) else t
 
 
 class Loader(_Base):
@@ -163,11 +191,11 @@ class Loader(_Base):
                 raise ValueError(f"{name}: want an integer >= 0 or None, got {v!r}")
         self.labels = labels
         self.position_start = int(position_start)
-        self.timeout = timeout
+        self.timeout = _seconds(timeout, "timeout")
         self.client_id = client_id
         self.keys = None if keys is None else tuple(keys)
-        self.connect_timeout = float(connect_timeout)
-        self.reconnect_timeout = float(reconnect_timeout)
+        self.connect_timeout = _patience(connect_timeout, "connect_timeout")
+        self.reconnect_timeout = _patience(reconnect_timeout, "reconnect_timeout")
         if return_tensors is None:
             return_tensors = "pt" if torch is not None else "np"
         if return_tensors not in ("pt", "np"):
@@ -349,10 +377,10 @@ class Loader(_Base):
 
     def next(self, timeout: Optional[float] = _UNSET) -> Dict[str, Any]:
         """Returns the next batch of the epoch, waiting at most ``timeout`` seconds (default: the Loader's
-        ``timeout``; None: no bound) and raising ``TimeoutError`` after that; ``StopIteration`` at the end of the
-        epoch. Starts the epoch if no ``for`` loop did."""
-        if timeout is _UNSET:
-            timeout = self.timeout
+        ``timeout``; None or ``math.inf``: no bound; NaN or a negative number: ValueError) and raising
+        ``TimeoutError`` after that; ``StopIteration`` at the end of the epoch. Starts the epoch if no ``for`` loop
+        did."""
+        timeout = self.timeout if timeout is _UNSET else _seconds(timeout, "timeout")
         if self._forked() or self._stream is None:
             if self._exhausted:
                 raise StopIteration
@@ -499,7 +527,7 @@ class Loader(_Base):
         consumer = (rank, world, w if worker is None else worker, nw if workers is None else workers)
         msg = self._open_msg(consumer, resume)
         try:
-            return self._api().Plan(pb.PlanRequest(open=msg), timeout=max(self.connect_timeout, _OPEN_TIMEOUT_S))
+            return self._api().Plan(pb.PlanRequest(open=msg), timeout=_rpc_timeout(max(self.connect_timeout, _OPEN_TIMEOUT_S)))
         except grpc.RpcError as e:
             raise translate(e, self.addr, "plan") from None
 
@@ -522,7 +550,7 @@ class Loader(_Base):
     def datasets(self) -> List[Dict[str, Any]]:
         """What the server serves: name, rows, tokens, fingerprint, tokenizer_hash, shards, max_length."""
         try:
-            r = self._api().ListDatasets(pb.ListDatasetsRequest(), timeout=self.connect_timeout)
+            r = self._api().ListDatasets(pb.ListDatasetsRequest(), timeout=_rpc_timeout(self.connect_timeout))
         except grpc.RpcError as e:
             raise translate(e, self.addr, "list datasets") from None
         return [{"name": d.name, "rows": d.rows, "tokens": d.tokens, "fingerprint": d.fingerprint,

@@ -1,0 +1,89 @@
+package loader
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/loader/shm"
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// panicSource panics when batch assembly reads a row.
+type panicSource struct{ with func() }
+
+func (p panicSource) ZeroCopy() bool                             { return true }
+func (p panicSource) Tokens(int) ([]int32, error)                { p.with(); return nil, nil }
+func (p panicSource) AppendTokens([]int32, int) ([]int32, error) { p.with(); return nil, nil }
+
+type fakeFault struct{}
+
+func (fakeFault) Error() string { return "unexpected fault address" }
+func (fakeFault) RuntimeError() {}
+func (fakeFault) Addr() uintptr { return 0xdead }
+
+// TestBuildRecoversEveryPanic: no panic of batch assembly escapes build (it
+// would take the whole server down): a memory fault or a runtime error over
+// a shard that changed on disk is DATA_LOSS naming it, anything else
+// INTERNAL.
+func TestBuildRecoversEveryPanic(t *testing.T) {
+	dir := t.TempDir()
+	w, err := dataset.CreateShard(dir, 0, dataset.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if err := w.Append([]int32{int32(i), 1, 2}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, dataset.WriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	shard := filepath.Join(dir, dataset.DataFileName(0, 1))
+	for _, tc := range []struct {
+		name    string
+		panic   func()
+		touch   bool
+		code    codes.Code
+		mention string
+	}{
+		{"internal invariant", func() { panic("loader: broken invariant") }, false, codes.Internal, "internal error"},
+		{"index out of range, files unchanged", func() { _ = []int{}[len(os.Args)+5] }, false, codes.Internal, "internal error"},
+		{"index out of range over a changed shard", func() { _ = []int{}[len(os.Args)+5] }, true, codes.DataLoss, shard},
+		{"memory fault", func() { panic(fakeFault{}) }, false, codes.DataLoss, "memory fault"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewServer(Config{Datasets: map[string]string{"d": dir}, NoGPUWatch: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			c, err := s.resolve(&gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.touch {
+				later := time.Now().Add(time.Hour)
+				if err := os.Chtimes(shard, later, later); err != nil {
+					t.Fatal(err)
+				}
+			}
+			asm := newAssembler(panicSource{tc.panic}, s.pool, s.cfg.MaxBatchBytes)
+			_, err = s.build(asm, c, c.assigned[0], batchHeader{}, nil, slotNone, shm.Layout{})
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.mention) {
+				t.Fatalf("build: %v; want %s mentioning %q", err, tc.code, tc.mention)
+			}
+		})
+	}
+}
