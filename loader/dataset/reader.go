@@ -518,7 +518,9 @@ func (d *Dataset) rowLabels(i int) (sh *shard, lb *idsBatch, start, end int64, e
 	if slot == nil || slot.lb == nil {
 		return nil, nil, 0, 0, fmt.Errorf("shard %s: batch %d: labels not decoded", sh.path, j)
 	}
-	start, end = slot.lb.span(r)
+	if start, end, err = slot.lb.span(r); err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("shard %s: record batch %d: labels: %w", sh.path, j, err)
+	}
 	if end-start != e0-s0 {
 		return nil, nil, 0, 0, fmt.Errorf("shard %s: batch %d row %d: %w: %d labels for %d tokens", sh.path, j, r, ErrCorrupt, end-start, e0-s0)
 	}
