@@ -61,6 +61,22 @@
 // order, cut into consecutive batches, each padded to its own longest row; no
 // randomness, no warm-up. With remainder keep every row is dealt exactly once.
 //
+// # Mixtures
+//
+// [NewMixture] plans one epoch of a weighted mixture of sources (datasets of
+// one tokenizer): weights are shares of rows ([MixSamples], the default) or
+// of tokens ([MixTokens]), normalised to sum 1. The epoch's slots are dealt
+// to sources by smooth weighted round-robin, each source read as an endless
+// stream of its own permutations (stream 4, keyed by the source's
+// fingerprint), so a source never repeats a row before all were seen and
+// epochs continue where the last one stopped. The slots are then planned in
+// that order (no row or batch shuffle; length grouping within each source's
+// slots of a mega-batch; packing per run of about MegaBatchMult batches).
+// Bounds (rows; documents under packed): after any prefix of slots a source
+// is within 1 row of its share; over any W consecutive bucketed or tokens
+// batches within 2 rows; over W packed batches within 2 + 2·D documents, D
+// the documents of one pack window. See mixture.go for the exact rules.
+//
 // # Caveats
 //
 //   - A bucketed or tokens Plan keeps the lengths slice it was given (piece
@@ -70,6 +86,8 @@
 //   - Memory: a bucketed plan holds 4 bytes per row plus about 16 bytes per
 //     batch; a packed plan 12 bytes per piece plus 4 per packed row. Planning
 //     needs transient memory of the same order (packed: about 3× that).
+//   - A Mixture keeps its sources' Lengths slices: do not modify them.
+//     It holds about 13 bytes per slot (source, row, length, inner plan).
 //   - Rows are indexed by int32: at most 2^31−1 rows and pieces per plan.
 //   - [Plan.Batch] and [Plan.Shape] panic for an index outside [0, Len()),
 //     like a slice; everything else reports bad input as an error.

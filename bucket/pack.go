@@ -99,6 +99,16 @@ func (p *Plan) buildPacked(lengths []uint32) error {
 	c := p.cfg
 	s := int64(c.SeqLen)
 	perm, blockEnds := p.rowOrder(len(lengths))
+	if p.mixSrc != nil {
+		// A mixture packs consecutive runs of about
+		// MegaBatchMult×BatchSize×SeqLen tokens of its slots on their own, in
+		// mixture order, so that every run of packed rows holds its share of
+		// sources (mixorder.go).
+		for i := range perm {
+			perm[i] = int32(i)
+		}
+		blockEnds = p.packWindows(lengths, s)[1:]
+	}
 
 	// First-fit-decreasing, recording each placement in order; a windowed plan packs each block on its own,
 	// its rows numbered after the previous blocks' (rowEnds).

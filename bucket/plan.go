@@ -10,9 +10,12 @@ import (
 // Piece is one run of a dataset row's tokens in a batch: tokens
 // [Start, Start+Len) of row Index.
 type Piece struct {
-	Index int // dataset row
+	Index int // dataset row (in a mixture: the row within its source)
 	Start int // first token
 	Len   int // token count
+	// Source is the mixture source the row comes from (its position in the
+	// sources given to [NewMixture]); 0 for single-dataset plans.
+	Source int
 }
 
 // Shape is a batch's padded shape.
@@ -75,6 +78,11 @@ type Plan struct {
 	nbatch int
 	shapes []Shape
 	stats  Stats
+
+	// mixSrc, for the inner plan of a [Mixture], is the source of every
+	// input row: rows arrive in mixture order and are not shuffled (see
+	// mixture.go). nil for ordinary plans.
+	mixSrc []uint8
 }
 
 // NewPlan plans one epoch of a dataset whose row i holds lengths[i] tokens.
@@ -91,6 +99,13 @@ type Plan struct {
 // room, its rest placed the same way, so a new row is opened only when every
 // open row is full. Empty documents are zero-length pieces.
 func NewPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg Config) (*Plan, error) {
+	return newPlan(lengths, fingerprint, seed, epoch, cfg, nil)
+}
+
+// newPlan is NewPlan; with mixSrc non-nil the rows are taken in the given
+// (mixture) order instead of being shuffled (see buildGrouped and
+// buildPacked).
+func newPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg Config, mixSrc []uint8) (*Plan, error) {
 	c, err := cfg.normalize()
 	if err != nil {
 		return nil, err
@@ -101,7 +116,10 @@ func NewPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg C
 	if len(lengths) > math.MaxInt32 {
 		return nil, fmt.Errorf("plan %d rows: %w (at most %d rows)", len(lengths), ErrTooLarge, math.MaxInt32)
 	}
-	p := &Plan{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch}
+	p := &Plan{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch, mixSrc: mixSrc}
+	if mixSrc != nil {
+		p.cfg.WarmupShapes = false
+	}
 	limit := lengthLimit(c.MaxLength)
 	switch {
 	case c.Policy == Packed:
@@ -119,9 +137,12 @@ func NewPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg C
 	default:
 		p.pd = newMultiplePadder(limit, c.PadMultiple)
 	}
-	if c.Policy == Packed {
+	switch {
+	case c.Policy == Packed:
 		err = p.buildPacked(lengths)
-	} else {
+	case mixSrc != nil:
+		err = p.buildMixGrouped(lengths)
+	default:
 		err = p.buildGrouped(lengths)
 	}
 	if err != nil {

@@ -1,0 +1,560 @@
+package bucket
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Mixtures: one epoch drawn from several sources at given shares.
+//
+// A mixture epoch is a sequence of N slots. Every source s gets c_s of them
+// (see below), the slots are dealt to sources by smooth weighted round-robin
+// — at each slot every source's credit grows by c_s, the source with the most
+// credit (lowest index among equals) takes the slot and pays N — so after
+// any prefix of i slots source s has taken within one row of i·c_s/N
+// (checked in tests), and any run of consecutive slots holds each source's
+// share to within two rows.
+//
+// Each source is read as an endless stream: its pass k is a permutation of
+// its rows (Fisher–Yates, stream 4, keyed by the source's own fingerprint,
+// the seed and k), passes one after the other. Mixture epoch e takes, from
+// each source, the c_s rows following those that epochs 0 … e−1 took, so a
+// source seen less than once per epoch (downsampled) is a deterministic
+// subset that the next epoch continues, and a source seen more than once
+// (upsampled) continues with its own next permutation; no row of a source
+// repeats before all of its rows were seen.
+//
+// The slots, in order, are then planned by the policy (mixorder.go): rows of
+// a mega-batch are length-grouped within each source's slots, batches keep
+// slot order, packed rows are packed per run of about MegaBatchMult batches.
+// The plan is a pure function of (the sources' fingerprints and lengths in
+// the order given, the weights, seed, epoch, policy and MixConfig).
+const streamMixSource uint64 = 4
+
+// MixBy says what mixture weights are shares of.
+type MixBy string
+
+const (
+	// MixSamples makes weights shares of rows (documents): the default.
+	MixSamples MixBy = "samples"
+	// MixTokens makes weights shares of delivered tokens (after MaxLength,
+	// and under packed without SplitDocs after SeqLen truncation).
+	MixTokens MixBy = "tokens"
+)
+
+// MaxSources bounds the sources of one mixture.
+const MaxSources = 255
+
+// Source is one dataset of a mixture.
+type Source struct {
+	Name        string   // for messages and reports
+	Fingerprint string   // the dataset's content fingerprint: seeds its permutations
+	Lengths     []uint32 // token count of every row; kept by the Mixture, do not modify
+	// Weight is the source's share before normalisation: weights are
+	// divided by their sum, so 6, 3, 1 means 0.6, 0.3, 0.1. A weight of 0
+	// keeps the source out of the mixture.
+	Weight float64
+}
+
+// MixConfig is how a mixture's epoch is measured. At most one of
+// EpochSamples, EpochTokens and EpochUntil may be set; with none, an epoch
+// is as long as all sources of positive weight together (rows, or tokens
+// under MixTokens).
+type MixConfig struct {
+	// MixBy is samples (the default when empty) or tokens.
+	MixBy MixBy
+	// EpochSamples is the number of rows of a mixture epoch (MixSamples only).
+	EpochSamples int64
+	// EpochTokens is the number of tokens of a mixture epoch (MixTokens only);
+	// each source gets rows until its share of them is reached.
+	EpochTokens int64
+	// EpochUntil names a source: the epoch ends when that source has been
+	// seen exactly once (its weight sets the epoch's length).
+	EpochUntil string
+}
+
+// SourceShare is what one source contributes to a mixture epoch.
+type SourceShare struct {
+	Name   string
+	Weight float64 // normalised
+	Rows   int64   // rows of this source in the epoch
+	Tokens int64   // their tokens (before policy truncation)
+	// Start is the source's stream position at the start of the epoch: rows
+	// of it that earlier mixture epochs took (pass = Start / source rows).
+	Start int64
+}
+
+// Mixture is one epoch of a weighted mixture of sources, planned by a
+// batching policy. It is immutable and safe for concurrent use. Its batches
+// carry in each Piece the Source (index into the sources given to
+// [NewMixture]) and the row within that source.
+type Mixture struct {
+	plan        *Plan
+	fingerprint string
+	src         []uint8 // source of every slot
+	row         []int32 // row within its source of every slot
+	shares      []SourceShare
+}
+
+// NewMixture plans epoch epoch of the mixture of sources under cfg. The
+// result is a pure function of (the sources in the order given — their
+// fingerprints, lengths and weights —, seed, epoch, cfg, mc). Errors are
+// *ConfigError (field "mixture", "mix_by", "epoch_samples", "epoch_tokens"
+// or "epoch_until") or the policy's own errors.
+//
+// Warm-up prefixes do not apply to mixtures (batches keep mixture order);
+// Shapes still lists every shape of the epoch.
+func NewMixture(sources []Source, seed uint64, epoch int, cfg Config, mc MixConfig) (*Mixture, error) {
+	c, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	if epoch < 0 {
+		return nil, cfgErr("epoch", "must be >= 0, got %d", epoch)
+	}
+	if c.ShuffleWindow > 0 {
+		return nil, cfgErr("shuffle_window", "not used by mixtures (rows come in mixture order)")
+	}
+	if c.Sequential {
+		return nil, cfgErr("sequential", "not used by mixtures (rows come in mixture order)")
+	}
+	w, until, err := checkMix(sources, mc)
+	if err != nil {
+		return nil, err
+	}
+	eff := effLimit(c)
+	m := &Mixture{shares: make([]SourceShare, len(sources))}
+	m.fingerprint = mixFingerprint(sources, w, until, mc)
+	streams := make([]*sourceStream, len(sources))
+	for i, s := range sources {
+		streams[i] = &sourceStream{lengths: s.Lengths, fp: s.Fingerprint, seed: seed, pass: -1}
+		m.shares[i] = SourceShare{Name: s.Name, Weight: w[i]}
+	}
+
+	// Rows per source of epochs 0 … epoch; the last is this epoch's.
+	var counts []int64
+	base := make([]int64, len(sources))
+	if mc.MixBy == MixTokens {
+		targets, err := tokenTargets(sources, w, until, mc, eff)
+		if err != nil {
+			return nil, err
+		}
+		for e := 0; e <= epoch; e++ {
+			counts = make([]int64, len(sources))
+			for i, st := range streams {
+				if targets[i] <= 0 {
+					continue
+				}
+				var got int64
+				for got < targets[i] {
+					got += min(int64(st.length(base[i]+counts[i])), eff)
+					counts[i]++
+				}
+			}
+			if e < epoch {
+				for i := range base {
+					base[i] += counts[i]
+				}
+			}
+		}
+	} else {
+		counts = sampleCounts(sources, w, until, mc)
+		for i := range base {
+			base[i] = int64(epoch) * counts[i]
+		}
+	}
+	var n int64
+	for _, k := range counts {
+		n += k
+	}
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("mixture epoch of %d rows: %w (at most %d rows)", n, ErrTooLarge, math.MaxInt32)
+	}
+
+	// Each source's rows of this epoch, in stream order.
+	lists := make([][]int32, len(sources))
+	for i, st := range streams {
+		lists[i] = st.take(base[i], counts[i])
+	}
+	// Smooth weighted round-robin over the slots.
+	m.src = make([]uint8, n)
+	m.row = make([]int32, n)
+	lengths := make([]uint32, n) // kept by the inner plan
+	credit := make([]int64, len(sources))
+	taken := make([]int, len(sources))
+	active := make([]int, 0, len(sources))
+	for i, k := range counts {
+		if k > 0 {
+			active = append(active, i)
+		}
+	}
+	for slot := range n {
+		best := active[0]
+		credit[best] += counts[best]
+		for _, s := range active[1:] {
+			credit[s] += counts[s]
+			if credit[s] > credit[best] {
+				best = s
+			}
+		}
+		credit[best] -= n
+		r := lists[best][taken[best]]
+		taken[best]++
+		m.src[slot] = uint8(best)
+		m.row[slot] = r
+	}
+	lists = nil
+	// Lengths in a second, branch-free loop: the random reads overlap.
+	srcLens := make([][]uint32, len(sources))
+	for i, s := range sources {
+		srcLens[i] = s.Lengths
+	}
+	for slot, r := range m.row {
+		lengths[slot] = srcLens[m.src[slot]][r]
+	}
+	for slot, l := range lengths {
+		m.shares[m.src[slot]].Tokens += int64(l)
+	}
+	for i := range m.shares {
+		m.shares[i].Rows = counts[i]
+		m.shares[i].Start = base[i]
+	}
+	m.plan, err = newPlan(lengths, m.fingerprint, seed, epoch, c, m.src)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkMix validates sources and mc and returns the normalised weights and
+// the index of EpochUntil's source (-1 when unset).
+func checkMix(sources []Source, mc MixConfig) ([]float64, int, error) {
+	if len(sources) == 0 {
+		return nil, -1, cfgErr("mixture", "has no sources")
+	}
+	if len(sources) > MaxSources {
+		return nil, -1, cfgErr("mixture", "has %d sources, at most %d", len(sources), MaxSources)
+	}
+	switch mc.MixBy {
+	case "", MixSamples, MixTokens:
+	default:
+		return nil, -1, cfgErr("mix_by", "unknown value %q (want samples or tokens)", string(mc.MixBy))
+	}
+	if mc.EpochSamples < 0 {
+		return nil, -1, cfgErr("epoch_samples", "must be >= 0, got %d", mc.EpochSamples)
+	}
+	if mc.EpochTokens < 0 {
+		return nil, -1, cfgErr("epoch_tokens", "must be >= 0, got %d", mc.EpochTokens)
+	}
+	if mc.MixBy == MixTokens && mc.EpochSamples > 0 {
+		return nil, -1, cfgErr("epoch_samples", "measures rows: with mix_by=tokens give epoch_tokens")
+	}
+	if mc.MixBy != MixTokens && mc.EpochTokens > 0 {
+		return nil, -1, cfgErr("epoch_tokens", "only with mix_by=tokens (mix_by is samples)")
+	}
+	set := 0
+	for _, on := range []bool{mc.EpochSamples > 0, mc.EpochTokens > 0, mc.EpochUntil != ""} {
+		if on {
+			set++
+		}
+	}
+	if set > 1 {
+		return nil, -1, cfgErr("epoch_until", "give at most one of epoch_samples, epoch_tokens and epoch_until")
+	}
+	var sum float64
+	until := -1
+	seen := map[string]bool{}
+	for i, s := range sources {
+		if s.Name == "" {
+			return nil, -1, cfgErr("mixture", "source %d has no name", i)
+		}
+		if seen[s.Name] {
+			return nil, -1, cfgErr("mixture", "source %q is named twice", s.Name)
+		}
+		seen[s.Name] = true
+		if math.IsNaN(s.Weight) || math.IsInf(s.Weight, 0) || s.Weight < 0 {
+			return nil, -1, cfgErr("mixture", "source %q: weight %v must be a finite number >= 0", s.Name, s.Weight)
+		}
+		if s.Weight > 0 && len(s.Lengths) == 0 {
+			return nil, -1, cfgErr("mixture", "source %q has weight %v but no rows", s.Name, s.Weight)
+		}
+		if len(s.Lengths) > math.MaxInt32 {
+			return nil, -1, fmt.Errorf("mixture source %q of %d rows: %w (at most %d rows)", s.Name, len(s.Lengths), ErrTooLarge, math.MaxInt32)
+		}
+		if s.Name == mc.EpochUntil {
+			until = i
+		}
+		sum += s.Weight
+	}
+	if !(sum > 0) || math.IsInf(sum, 0) {
+		return nil, -1, cfgErr("mixture", "weights sum to %v; at least one must be > 0", sum)
+	}
+	if mc.EpochUntil != "" {
+		if until < 0 {
+			return nil, -1, cfgErr("epoch_until", "%q is not a source of the mixture", mc.EpochUntil)
+		}
+		if sources[until].Weight == 0 {
+			return nil, -1, cfgErr("epoch_until", "source %q has weight 0: it is never exhausted", mc.EpochUntil)
+		}
+	}
+	// Normalised weights are rounded to 12 decimals, so that 6:3:1 and
+	// 0.6:0.3:0.1 are the same mixture whatever the float rounding.
+	w := make([]float64, len(sources))
+	for i, s := range sources {
+		w[i] = math.Round(s.Weight/sum*1e12) / 1e12
+	}
+	return w, until, nil
+}
+
+// effLimit is the most tokens a row delivers under c (truncation by
+// MaxLength, the last explicit boundary, or SeqLen when packed without
+// SplitDocs).
+func effLimit(c Config) int64 {
+	limit := lengthLimit(c.MaxLength)
+	if n := len(c.Boundaries); n > 0 {
+		limit = min(limit, int64(c.Boundaries[n-1]))
+	}
+	if c.Policy == Packed && !c.SplitDocs {
+		limit = min(limit, int64(c.SeqLen))
+	}
+	return limit
+}
+
+// sampleCounts is the rows per source of every epoch under MixSamples: N·w
+// by largest remainder (ties to the lower index), N being EpochSamples, the
+// sum of the positive-weight sources' rows, or under EpochUntil
+// ⌈rows(S)/w(S)⌉ with S getting exactly its rows.
+func sampleCounts(sources []Source, w []float64, until int, mc MixConfig) []int64 {
+	var n int64
+	switch {
+	case mc.EpochSamples > 0:
+		n = mc.EpochSamples
+	case until >= 0:
+		rows := int64(len(sources[until].Lengths))
+		n = int64(math.Ceil(float64(rows) / w[until]))
+		n = max(n, rows)
+		rest := slices.Clone(w)
+		rest[until] = 0
+		counts := apportion(n-rows, rest)
+		counts[until] = rows
+		return counts
+	default:
+		for i, s := range sources {
+			if w[i] > 0 {
+				n += int64(len(s.Lengths))
+			}
+		}
+	}
+	return apportion(n, w)
+}
+
+// apportion splits n into integer parts proportional to w (largest
+// remainder, ties to the lower index); zero weights get zero.
+func apportion(n int64, w []float64) []int64 {
+	out := make([]int64, len(w))
+	var sum float64
+	for _, x := range w {
+		sum += x
+	}
+	if n <= 0 || sum <= 0 {
+		return out
+	}
+	rem := make([]float64, len(w))
+	var given int64
+	for i, x := range w {
+		q := float64(n) * x / sum
+		out[i] = int64(math.Floor(q))
+		rem[i] = q - float64(out[i])
+		given += out[i]
+	}
+	order := make([]int, 0, len(w))
+	for i, x := range w {
+		if x > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case rem[a] > rem[b]:
+			return -1
+		case rem[a] < rem[b]:
+			return 1
+		}
+		return 0
+	})
+	for k := 0; given < n; k++ {
+		out[order[k%len(order)]]++
+		given++
+	}
+	for given > n { // float rounding overshoot: take back from the largest
+		i := slices.Index(out, slices.Max(out))
+		out[i]--
+		given--
+	}
+	return out
+}
+
+// tokenTargets is the tokens per source of every epoch under MixTokens.
+func tokenTargets(sources []Source, w []float64, until int, mc MixConfig, eff int64) ([]int64, error) {
+	total := make([]int64, len(sources))
+	for i, s := range sources {
+		for _, l := range s.Lengths {
+			total[i] += min(int64(l), eff)
+		}
+		if w[i] > 0 && total[i] == 0 {
+			return nil, cfgErr("mixture", "source %q has no tokens to give its token share", s.Name)
+		}
+	}
+	var t float64
+	switch {
+	case mc.EpochTokens > 0:
+		t = float64(mc.EpochTokens)
+	case until >= 0:
+		t = float64(total[until]) / w[until]
+	default:
+		for i := range sources {
+			if w[i] > 0 {
+				t += float64(total[i])
+			}
+		}
+	}
+	out := make([]int64, len(sources))
+	for i := range sources {
+		out[i] = int64(math.Round(t * w[i]))
+	}
+	if until >= 0 {
+		out[until] = total[until]
+	}
+	return out, nil
+}
+
+// mixFingerprint identifies a mixture's plan: SHA-256 over the sources'
+// fingerprints and row counts in order, the normalised weights and mc.
+func mixFingerprint(sources []Source, w []float64, until int, mc MixConfig) string {
+	h := sha256.New()
+	var buf [8]byte
+	putU := func(v uint64) {
+		binary.LittleEndian.PutUint64(buf[:], v)
+		h.Write(buf[:])
+	}
+	putS := func(s string) {
+		putU(uint64(len(s)))
+		h.Write([]byte(s))
+	}
+	putS("gload/mixture/v1")
+	by := mc.MixBy
+	if by == "" {
+		by = MixSamples
+	}
+	putS(string(by))
+	putU(uint64(mc.EpochSamples))
+	putU(uint64(mc.EpochTokens))
+	putU(uint64(int64(until)))
+	putU(uint64(len(sources)))
+	for i, s := range sources {
+		putS(s.Fingerprint)
+		putU(uint64(len(s.Lengths)))
+		putU(math.Float64bits(w[i]))
+	}
+	return "mix-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// sourceStream reads one source's endless row stream, pass after pass. It
+// keeps the permutation of one pass; reads must move forward.
+type sourceStream struct {
+	lengths []uint32
+	fp      string
+	seed    uint64
+	pass    int64
+	perm    []int32
+}
+
+// at returns the source row at stream position u.
+func (s *sourceStream) at(u int64) int32 {
+	n := int64(len(s.lengths))
+	if k := u / n; k != s.pass {
+		s.load(k)
+	}
+	return s.perm[u%n]
+}
+
+// load makes pass k's permutation the current one.
+func (s *sourceStream) load(k int64) {
+	if s.perm == nil {
+		s.perm = make([]int32, len(s.lengths))
+	}
+	for i := range s.perm {
+		s.perm[i] = int32(i)
+	}
+	newRNG(streamKey(s.fp, s.seed, int(k), streamMixSource)).shuffle32(s.perm)
+	s.pass = k
+}
+
+// take returns the rows at stream positions [u, u+count).
+func (s *sourceStream) take(u, count int64) []int32 {
+	out := make([]int32, 0, count)
+	n := int64(len(s.lengths))
+	for int64(len(out)) < count {
+		if k := u / n; k != s.pass {
+			s.load(k)
+		}
+		off := u % n
+		end := min(n, off+count-int64(len(out)))
+		out = append(out, s.perm[off:end]...)
+		u += end - off
+	}
+	return out
+}
+
+// length returns the token count of the row at stream position u.
+func (s *sourceStream) length(u int64) uint32 { return s.lengths[s.at(u)] }
+
+// Fingerprint identifies the mixture's plan (what resume states name).
+func (m *Mixture) Fingerprint() string { return m.fingerprint }
+
+// Shares returns what each source contributes to this epoch, in the order
+// the sources were given.
+func (m *Mixture) Shares() []SourceShare { return slices.Clone(m.shares) }
+
+// Plan returns the inner plan over the epoch's slots; its batches index
+// slots, not source rows: use [Mixture.Batch].
+func (m *Mixture) Plan() *Plan { return m.plan }
+
+// Len returns the number of global batches, before remainder handling.
+func (m *Mixture) Len() int { return m.plan.Len() }
+
+// PerRank is [Plan.PerRank].
+func (m *Mixture) PerRank(start, world int) int { return m.plan.PerRank(start, world) }
+
+// Assign is [Plan.Assign]: the same dealing to ranks and workers.
+func (m *Mixture) Assign(start, rank, world, worker, workers int) ([]int, error) {
+	return m.plan.Assign(start, rank, world, worker, workers)
+}
+
+// Shape is [Plan.Shape].
+func (m *Mixture) Shape(g int) Shape { return m.plan.Shape(g) }
+
+// Shapes is [Plan.Shapes].
+func (m *Mixture) Shapes() []Shape { return m.plan.Shapes() }
+
+// Stats is [Plan.Stats]; Rows counts the epoch's slots.
+func (m *Mixture) Stats() Stats { return m.plan.Stats() }
+
+// Config is [Plan.Config].
+func (m *Mixture) Config() Config { return m.plan.Config() }
+
+// Batch builds global batch g with every piece naming its source and the
+// row within it; it panics for g outside [0, Len()), like [Plan.Batch].
+func (m *Mixture) Batch(g int) Batch {
+	b := m.plan.Batch(g)
+	for k := range b.Pieces {
+		slot := b.Pieces[k].Index
+		b.Pieces[k].Source = int(m.src[slot])
+		b.Pieces[k].Index = int(m.row[slot])
+	}
+	return b
+}
