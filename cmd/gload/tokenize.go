@@ -46,6 +46,7 @@ type tokenizeOptions struct {
 	memoryLimit  string
 	s3           s3Flags // --out s3://…
 	stage        string
+	chat         chatFlags // --format chat
 }
 
 func newTokenizeCmd(g *globalOptions) *cobra.Command {
@@ -71,7 +72,8 @@ ends byte-identical to an uninterrupted run.`,
 	f.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json (plain or .json.gz)")
 	f.StringVar(&o.engine, "engine", "go", "tokenizer engine: go, or hf (binaries built with -tags hftokenizers)")
 	f.StringVar(&o.out, "out", "", "output dataset directory")
-	f.StringVar(&o.format, "format", "auto", "input format: auto (by extension), jsonl, text, parquet, hf")
+	f.StringVar(&o.format, "format", "auto", "input format: auto (by extension), jsonl, text, parquet, hf; chat: JSON Lines conversations → input_ids + labels (assistant-only loss)")
+	o.chat.add(f)
 	f.StringVar(&o.docPer, "doc-per", "line", "with --format text: a document per line or per file")
 	f.StringVar(&o.textField, "text-field", "text", "field/column holding the text (dotted path for nested JSON)")
 	f.StringSliceVar(&o.keepColumns, "keep-columns", nil, "other fields to carry into the dataset as string columns")
@@ -146,6 +148,11 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 		Strict:           o.strict,
 		Logger:           log,
 	}
+	if o.format == "chat" {
+		if err := o.chat.setup(o, eng, &opts); err != nil {
+			return err
+		}
+	}
 	if o.appendEOS {
 		id, err := eosID(eng, o.tokenizer, o.eosToken)
 		if err != nil {
@@ -207,6 +214,9 @@ func printSummary(w io.Writer, s pipeline.Summary) {
 		fmt.Fprintf(w, "  over --max-length: %d truncated, %d split\n", s.Truncated, s.Split)
 	}
 	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
+	if s.TrainedTokens > 0 {
+		fmt.Fprintf(w, "trained    %d tokens (%.1f%%) carry labels\n", s.TrainedTokens, 100*float64(s.TrainedTokens)/float64(max(s.Tokens, 1)))
+	}
 	fmt.Fprintf(w, "shards     %d\n", s.Shards)
 	fmt.Fprintf(w, "wall time  %s", s.Wall.Round(1e6))
 	if s.Resumed {

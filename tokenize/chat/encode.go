@@ -1,6 +1,8 @@
 package chat
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -413,3 +415,23 @@ func pyRepr(s string) string {
 	b.WriteByte(q)
 	return b.String()
 }
+
+// Hash identifies everything that changes this encoder's output: the tokenizer, the template and its variables,
+// and the options (for resume checks and dataset identity).
+func (e *Encoder) Hash() string {
+	h := sha256.New()
+	keys := make([]string, 0, len(e.tmpl.vars))
+	for k := range e.tmpl.vars {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	fmt.Fprintf(h, "gload-chat-v1\x00%s\x00%d:%s\x00", e.tok.Hash(), len(e.tmpl.Source), e.tmpl.Source)
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s=%s\x00", k, e.tmpl.vars[k].String())
+	}
+	fmt.Fprintf(h, "%+v", e.opts)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// MaxLength is the truncation length of the options (0: none).
+func (e *Encoder) MaxLength() int { return e.opts.MaxLength }

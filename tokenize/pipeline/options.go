@@ -10,6 +10,7 @@ package pipeline
 
 import (
 	"fmt"
+	"github.com/gload/gload/tokenize/chat"
 	"io"
 	"log/slog"
 	"time"
@@ -51,6 +52,10 @@ type Options struct {
 	Resume    bool // continue an interrupted run in Out
 	Strict    bool // stop at the first bad document instead of skipping it
 
+	// Chat, when set, reads JSON records as chat conversations (package chat): rows get input_ids and labels
+	// (assistant-only loss); MaxLength truncation is the encoder's own (labels stay aligned).
+	Chat *chat.Encoder
+
 	Special dataset.SpecialTokens // recorded in the dataset's metadata (the pad token the server pads with)
 
 	// ShardDone, if set, runs after each shard is complete under its name in Out and journaled (an object-storage
@@ -91,6 +96,12 @@ func (o *Options) validate() error {
 	// Refused here, before the output directory is made (e.g. --keep-columns input_ids).
 	if err := (dataset.WriterOptions{Columns: o.Corpus.KeepColumns}).Check(); err != nil {
 		return fmt.Errorf("tokenize: --keep-columns: %w", err)
+	}
+	if o.Chat != nil && o.Overflow == OverflowSplit {
+		return fmt.Errorf("tokenize: --format chat: --overflow split would cut conversations apart (use truncate or drop)")
+	}
+	if o.Chat != nil && o.AppendEOS {
+		return fmt.Errorf("tokenize: --format chat: --append-eos does not apply (the chat template writes the end-of-turn tokens)")
 	}
 	if o.Workers <= 0 {
 		o.Workers = 1

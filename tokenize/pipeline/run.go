@@ -33,6 +33,18 @@ type Stats struct {
 	Split       int64            `json:"split"`        // documents split into several rows
 	Skipped     map[string]int64 `json:"skipped"`      // documents skipped, by reason
 	InputBytes  int64            `json:"input_bytes"`  // text bytes tokenized
+	// TrainedTokens counts labels that are not -100 (chat/SFT datasets).
+	TrainedTokens int64 `json:"trained_tokens,omitempty"`
+}
+
+func trained(labels []int32) int64 {
+	var n int64
+	for _, l := range labels {
+		if l != -100 {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Stats) skip(reason string) {
@@ -63,6 +75,7 @@ type Summary struct {
 // item is one record's result: rows to write, or a skip.
 type item struct {
 	rows    [][]int32
+	labels  [][]int32 // per row, with Options.Chat
 	cols    []string
 	skip    *corpus.Skip
 	reason  string // skip reason when the worker rejects the document (too long, too short, no tokens)
@@ -261,6 +274,10 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 		it := &c.items[i]
 		it.after = rec.Pos()
 		it.size = rec.Size
+		if o.Chat != nil {
+			w.chatRecord(it, rec)
+			continue
+		}
 		doc, skip := ex.Extract(rec)
 		if skip != nil {
 			it.skip = skip
@@ -372,7 +389,7 @@ func (w *writer) writeChunk(c *chunk) error {
 		s.InputBytes += it.text
 		s.Written++
 		w.ledger.written++
-		for _, row := range it.rows {
+		for k, row := range it.rows {
 			if w.cur == nil {
 				sw, err := dataset.CreateShard(o.Out, len(w.st.j.Shards), w.st.wopts)
 				if err != nil {
@@ -380,7 +397,12 @@ func (w *writer) writeChunk(c *chunk) error {
 				}
 				w.cur = sw
 			}
-			if err := w.cur.Append(row, it.cols); err != nil {
+			if it.labels != nil {
+				if err := w.cur.AppendLabeled(row, it.labels[k], it.cols); err != nil {
+					return err
+				}
+				s.TrainedTokens += trained(it.labels[k])
+			} else if err := w.cur.Append(row, it.cols); err != nil {
 				return err
 			}
 			s.Rows++

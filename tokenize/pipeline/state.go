@@ -82,6 +82,9 @@ func configHash(o *Options, plan *corpus.Plan) string {
 	_ = enc.Encode(o.Corpus)
 	_ = enc.Encode([]any{o.Engine.Hash(), o.AddSpecialTokens, o.AppendEOS, o.EOSID, o.MaxLength, o.Overflow,
 		o.MinLength, o.ShardSize, o.RowsPerBatch, o.Special})
+	if o.Chat != nil {
+		_ = enc.Encode(o.Chat.Hash())
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -93,6 +96,7 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		RowsPerBatch:  o.RowsPerBatch,
 		TokenizerHash: o.Engine.Hash(),
 		Special:       o.Special,
+		Labels:        o.Chat != nil,
 	}
 	cfg := configHash(o, plan)
 	entries, err := os.ReadDir(o.Out)

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gload/gload/tokenize"
+	"github.com/gload/gload/tokenize/chat"
+	"github.com/gload/gload/tokenize/corpus"
+	"github.com/gload/gload/tokenize/pipeline"
+)
+
+// chatFlags are tokenize's flags for --format chat (SFT conversations → input_ids + labels).
+type chatFlags struct {
+	template         string
+	templateName     string
+	messagesField    string
+	toolsField       string
+	promptField      string
+	completionField  string
+	lastTurnOnly     bool
+	dropAllTruncated bool
+}
+
+func (c *chatFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&c.template, "chat-template", "", "with --format chat: tokenizer_config.json holding chat_template, or a .jinja file (default: tokenizer_config.json beside --tokenizer)")
+	f.StringVar(&c.templateName, "chat-template-name", "", "with --format chat: which of a tokenizer_config.json's named templates (default: \"default\")")
+	f.StringVar(&c.messagesField, "messages-field", "messages", "with --format chat: the field holding the list of {role, content} messages")
+	f.StringVar(&c.toolsField, "tools-field", "tools", "with --format chat: the field holding the tools passed to the template (optional)")
+	f.StringVar(&c.promptField, "prompt-field", "prompt", "with --format chat: prompt of prompt/completion records (messages or string)")
+	f.StringVar(&c.completionField, "completion-field", "completion", "with --format chat: completion of prompt/completion records")
+	f.BoolVar(&c.lastTurnOnly, "last-turn-only", false, "with --format chat: for templates that are not prefix-stable, train only the last assistant turn instead of skipping the conversation")
+	f.BoolVar(&c.dropAllTruncated, "drop-all-truncated", false, "with --format chat: skip conversations whose trained tokens --max-length cut entirely")
+}
+
+// setup turns opts into a chat run: the encoder, JSON Lines input, labels.
+func (c *chatFlags) setup(o *tokenizeOptions, eng tokenize.Engine, opts *pipeline.Options) error {
+	tok, ok := eng.(*tokenize.Tokenizer)
+	if !ok {
+		return fmt.Errorf("--format chat needs --engine go (labels need token offsets)")
+	}
+	path, cfgPath := c.template, ""
+	beside := filepath.Join(filepath.Dir(o.tokenizer), "tokenizer_config.json")
+	if path == "" {
+		path = beside
+		if _, err := tokenize.ReadFile(path); err != nil {
+			path += ".gz"
+		}
+	} else if filepath.Ext(path) == ".jinja" {
+		if _, err := tokenize.ReadFile(beside); err == nil {
+			cfgPath = beside // bos_token/eos_token for the template
+		}
+	}
+	tmpl, err := chat.LoadTemplate(path, c.templateName, cfgPath)
+	if err != nil {
+		return fmt.Errorf("--chat-template: %w", err)
+	}
+	copts := chat.Options{
+		Fields:           chat.Fields{Messages: c.messagesField, Tools: c.toolsField, Prompt: c.promptField, Completion: c.completionField},
+		LastTurnOnly:     c.lastTurnOnly,
+		DropAllTruncated: c.dropAllTruncated,
+	}
+	if o.overflow == string(pipeline.OverflowTruncate) {
+		copts.MaxLength = o.maxLength
+	}
+	opts.Chat = chat.NewEncoder(tok, tmpl, copts)
+	opts.Corpus.Format = corpus.Format("jsonl")
+	if o.keepColumns != nil {
+		return fmt.Errorf("--format chat: --keep-columns is not supported yet")
+	}
+	return nil
+}
