@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -66,41 +67,54 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 		return nil, fmt.Errorf("open dataset %s: %w: %d lengths for %d rows", dir, ErrBadIndex, len(ix.Lengths), d.starts[len(files)])
 	}
 	d.fp = ix.Fingerprint()
-	cols, idsType, err := readFeatures(dir)
+	cols, idsType, labelsType, err := readFeatures(dir)
 	if err != nil {
 		return nil, err
 	}
-	d.columns = cols
+	d.hasLabels = labelsType != ""
+	for _, c := range cols {
+		if !(c == "labels" && d.hasLabels) {
+			d.columns = append(d.columns, c)
+		}
+	}
 	d.zeroCopy = hostLittleEndian && idsType == "int32"
 	d.idsType = idsType
 	return d, nil
 }
 
-// readFeatures reads the column names (other than input_ids) and input_ids' element dtype from dataset_info.json,
-// accepting both feature forms ("List" with "feature", and "Sequence").
-func readFeatures(dir string) (cols []string, idsType string, err error) {
+// readFeatures reads the column names (other than input_ids), input_ids' element dtype and, when labels is a list
+// of integers (SFT labels), its element dtype from dataset_info.json, accepting both feature forms ("List" with
+// "feature", and "Sequence").
+func readFeatures(dir string) (cols []string, idsType, labelsType string, err error) {
 	path := filepath.Join(dir, InfoFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("open dataset %s: %w", dir, err)
+		return nil, "", "", fmt.Errorf("open dataset %s: %w", dir, err)
 	}
 	var info struct {
 		Features map[string]json.RawMessage `json:"features"`
 	}
 	if err := json.Unmarshal(b, &info); err != nil {
-		return nil, "", fmt.Errorf("open dataset %s: %w: %s: %w", dir, ErrNotDataset, InfoFile, err)
+		return nil, "", "", fmt.Errorf("open dataset %s: %w: %s: %w", dir, ErrNotDataset, InfoFile, err)
+	}
+	listDtype := func(raw json.RawMessage) string {
+		var f struct {
+			Type    string `json:"_type"`
+			Feature struct {
+				Dtype string `json:"dtype"`
+			} `json:"feature"`
+		}
+		if json.Unmarshal(raw, &f) != nil || (f.Type != "Sequence" && f.Type != "List" && f.Type != "LargeList") {
+			return ""
+		}
+		return f.Feature.Dtype
 	}
 	ids, ok := info.Features["input_ids"]
-	if !ok {
-		return nil, "", fmt.Errorf("open dataset %s: %w: %s has no input_ids feature", dir, ErrNotDataset, InfoFile)
+	if !ok || listDtype(ids) == "" {
+		return nil, "", "", fmt.Errorf("open dataset %s: %w: %s has no input_ids list feature", dir, ErrNotDataset, InfoFile)
 	}
-	var f struct {
-		Feature struct {
-			Dtype string `json:"dtype"`
-		} `json:"feature"`
-	}
-	if err := json.Unmarshal(ids, &f); err != nil {
-		return nil, "", fmt.Errorf("open dataset %s: %w: %s: input_ids: %w", dir, ErrNotDataset, InfoFile, err)
+	if lb, ok := info.Features["labels"]; ok && strings.HasPrefix(listDtype(lb), "int") {
+		labelsType = listDtype(lb)
 	}
 	for name := range info.Features {
 		if name != "input_ids" {
@@ -108,7 +122,7 @@ func readFeatures(dir string) (cols []string, idsType string, err error) {
 		}
 	}
 	sort.Strings(cols) // JSON objects have no order Go keeps; names sorted for a stable listing
-	return cols, f.Feature.Dtype, nil
+	return cols, listDtype(ids), labelsType, nil
 }
 
 // Lazy reports whether shards are fetched on demand (Acquire before reading rows).
@@ -155,7 +169,7 @@ func (d *Dataset) Acquire(ctx context.Context, rows []int, waiting func()) (rele
 			return nil, fmt.Errorf("dataset %s: %w", d.dir, err)
 		}
 		got = append(got, k)
-		if err := sh.mapLazy(path, d.idsType); err != nil {
+		if err := sh.mapLazy(path, d.idsType, d.hasLabels); err != nil {
 			release()
 			return nil, err
 		}
@@ -164,7 +178,7 @@ func (d *Dataset) Acquire(ctx context.Context, rows []int, waiting func()) (rele
 }
 
 // mapLazy maps a lazy shard's file if it is not mapped yet and checks it against its index entry.
-func (sh *shard) mapLazy(path, idsType string) error {
+func (sh *shard) mapLazy(path, idsType string, hasLabels bool) error {
 	if sh.lazy.mapped.Load() {
 		return nil
 	}
@@ -197,6 +211,10 @@ func (sh *shard) mapLazy(path, idsType string) error {
 	if idsType == "int32" && (sh.ids.width != 4 || !sh.ids.signed) {
 		sh.unmapLocked()
 		return fmt.Errorf("shard %s: %w: input_ids are %s, dataset_info.json says int32", path, ErrCorrupt, sh.ids.typeName)
+	}
+	if hasLabels != (sh.labels != nil) {
+		sh.unmapLocked()
+		return fmt.Errorf("shard %s: %w: labels column present %v, dataset_info.json says %v", path, ErrCorrupt, sh.labels != nil, hasLabels)
 	}
 	sh.lazy.mapped.Store(true)
 	return nil

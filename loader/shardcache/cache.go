@@ -96,12 +96,16 @@ type Cache struct {
 	byKey map[string]*entry
 	order []string // shard names in dataset order
 	want  map[int]*wantList
-	next  int
-	stats Stats
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	slots chan struct{}
+	// horizon bounds how far ahead in each stream's list the scheduler looks for next uses: a shard not met within
+	// it counts as not needed soon.
+	horizon int
+	next    int
+	stats   Stats
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	slots   chan struct{}
+	wake    chan struct{} // kicks the scheduler
 	// onEvict is told before a shard file is removed (the dataset unmaps it); it is never called for a pinned shard.
 	onEvict func(name string)
 }
@@ -129,7 +133,7 @@ func New(src Source, shards []Shard, opts Options) (*Cache, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	c := &Cache{opts: opts, src: src, log: log, byKey: map[string]*entry{}, want: map[int]*wantList{},
-		ctx: ctx, stop: stop, slots: make(chan struct{}, opts.Fetch)}
+		ctx: ctx, stop: stop, slots: make(chan struct{}, opts.Fetch), wake: make(chan struct{}, 1)}
 	ents, err := os.ReadDir(opts.Dir)
 	if err != nil {
 		stop()
@@ -170,6 +174,9 @@ func New(src Source, shards []Shard, opts Options) (*Cache, error) {
 	}
 	c.stats.ShardsInDataset = len(shards)
 	c.stats.LimitBytes = opts.Limit
+	c.horizon = 2*len(shards) + opts.Ahead
+	c.wg.Add(1)
+	go c.scheduler()
 	return c, nil
 }
 
@@ -190,7 +197,7 @@ func (c *Cache) Want(names []string) int {
 	id := c.next
 	c.next++
 	c.want[id] = &wantList{names: names}
-	c.schedule()
+	c.kick()
 	return id
 }
 
@@ -200,7 +207,7 @@ func (c *Cache) Advance(id, pos int) {
 	defer c.mu.Unlock()
 	if w := c.want[id]; w != nil && pos > w.pos {
 		w.pos = min(pos, len(w.names))
-		c.schedule()
+		c.kick()
 	}
 }
 
@@ -267,7 +274,7 @@ func (c *Cache) Release(name string) {
 	if e := c.byKey[name]; e != nil && e.pins > 0 {
 		e.pins--
 		if e.pins == 0 {
-			c.schedule() // room may be made now
+			c.kick() // room may be made now
 		}
 	}
 }
@@ -295,12 +302,12 @@ func (c *Cache) Close() error {
 	return nil
 }
 
-// nextUse returns, for every shard some stream still needs, the smallest distance (in list positions) to its next
-// use over all streams.
+// nextUse returns, for every shard some stream needs within the horizon, the smallest distance (in list positions)
+// to its next use over all streams.
 func (c *Cache) nextUse() map[string]int {
 	d := map[string]int{}
 	for _, w := range c.want {
-		for i := w.pos; i < len(w.names); i++ {
+		for i := w.pos; i < min(len(w.names), w.pos+c.horizon); i++ {
 			n := w.names[i]
 			if v, ok := d[n]; !ok || i-w.pos < v {
 				d[n] = i - w.pos
@@ -454,5 +461,29 @@ func (c *Cache) finish(e *entry, n int64, took time.Duration, err error) {
 		}
 	}
 	close(e.done)
-	c.schedule()
+	c.kick()
+}
+
+// kick asks the scheduler goroutine to look at the streams' positions again (coalesced: the readers' hot path
+// only records where they are).
+func (c *Cache) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// scheduler runs schedule whenever kicked, until Close.
+func (c *Cache) scheduler() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		c.schedule()
+		c.mu.Unlock()
+	}
 }
