@@ -41,10 +41,12 @@ test: lint build
 	$(GO) test -count=1 -tags hftokenizers ./tokenize/...
 
 # The concurrent tokenize pipeline under the race detector (its stress test runs GOMAXPROCS above the core count
-# with background CPU load; about 45 s on 2 cores).
+# with background CPU load; about 45 s on 2 cores), and the object-storage shard cache with the streams that use it.
 test-race:
 	@echo "test-race: start $$(date -u +%T)"
 	$(GO) test -race -count=1 ./tokenize/pipeline/...
+	$(GO) test -race -count=1 ./loader/shardcache/ ./loader/objstore/...
+	$(GO) test -race -count=1 -run 'ObjectStorage|SlowStorage|Lazy' ./loader/ ./loader/dataset/
 	@echo "test-race: done $$(date -u +%T)"
 
 # The Python client (pyclient/) against a real gload serve, in the newest (.venv) and the oldest supported
