@@ -248,3 +248,42 @@ func TestWatchNamesSlowStorage(t *testing.T) {
 		t.Fatalf("gload_remote_batch_waits_total = %v", v)
 	}
 }
+
+// A dataset in a bucket without gload.index (written by another tool) is downloaded once, indexed into the cache,
+// and served; the bucket is left as it was.
+func TestServeFromObjectStorageWithoutIndex(t *testing.T) {
+	lengths, _, srv := remoteDataset(t)
+	if err := os.Remove(filepath.Join(srv.Root, "gload-test", "web", dataset.IndexFile)); err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := t.TempDir()
+	ts := startServer(t, loader.Config{
+		Datasets: map[string]string{"web": "s3://gload-test/web"},
+		Remote:   loader.RemoteConfig{CacheDir: cacheDir},
+	}, "unix")
+	c := dial(t, ts.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bs, _, _, err := pullAll(ctx, c, &gloadpb.Open{Dataset: "web", Policy: &gloadpb.BatchPolicy{BatchSize: 8, Remainder: "wrap"}}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, b := range bs {
+		if err := checkBatch(b, lengths, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range b.index {
+			seen[i] = true
+		}
+	}
+	if len(seen) != len(lengths) {
+		t.Fatalf("%d distinct rows of %d", len(seen), len(lengths))
+	}
+	if _, err := os.Stat(filepath.Join(cacheDir, "s3", "gload-test", "web", dataset.IndexFile)); err != nil {
+		t.Fatalf("no index in the cache: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(srv.Root, "gload-test", "web", dataset.IndexFile)); !os.IsNotExist(err) {
+		t.Fatal("the server wrote into the bucket")
+	}
+}
