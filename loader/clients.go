@@ -49,9 +49,12 @@ type clientTable struct {
 	mu      sync.Mutex
 	clients map[clientKey]*clientState
 	now     func() time.Time
-	// onReport and onDrained feed the GPU watch (watch.go); set before use.
+	// onReport, onDrained and onClosed feed the GPU watch (watch.go); set
+	// before use. onClosed is called, with mu held, when the last open
+	// stream of a watch name ends.
 	onReport  func(id string, wait, step time.Duration, clientTime time.Time)
 	onDrained func(id string)
+	onClosed  func(name string)
 }
 
 func newClientTable(now func() time.Time) *clientTable {
@@ -81,11 +84,25 @@ func (t *clientTable) open(k clientKey) *clientState {
 	return c
 }
 
-// close ends a stream (its queue contribution was already taken back).
+// close ends a stream (its queue contribution was already taken back) and,
+// when it was the last open stream of its watch name (over every dataset),
+// tells the watch.
 func (t *clientTable) close(k clientKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.get(k).stat.Streams--
+	if t.onClosed != nil {
+		name, open := watchName(k.id), false
+		for k2, c := range t.clients {
+			if c.stat.Streams > 0 && watchName(k2.id) == name {
+				open = true
+				break
+			}
+		}
+		if !open {
+			t.onClosed(name)
+		}
+	}
 	t.prune()
 }
 

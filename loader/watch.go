@@ -81,6 +81,7 @@ func (s *Server) newWatch() *watchState {
 		w.RecordStep(watchName(id), uint64(max(wait, 0).Microseconds()), uint64(max(step, 0).Microseconds()), clientTime)
 	}
 	s.clients.onDrained = func(id string) { w.NotReady(watchName(id)) }
+	s.clients.onClosed = w.StreamClosed
 	return ws
 }
 
@@ -202,18 +203,20 @@ type queueSnap struct {
 }
 
 // sampleQueues hands the watcher the queue depth of every client with an
-// open batch stream.
+// open batch stream. It does so under the client table's lock, so that a
+// stream closing meanwhile (clientTable.close tells the watcher under the
+// same lock) is never reported open again by a stale sample.
 func (s *Server) sampleQueues() {
-	for _, q := range s.clients.queues() {
+	s.clients.mu.Lock()
+	defer s.clients.mu.Unlock()
+	for _, q := range s.clients.queuesLocked() {
 		s.watch.w.SetQueue(q.name, q.depth, q.capacity)
 	}
 }
 
-// queues returns the queues of clients with open batch streams, merged by
-// watch name.
-func (t *clientTable) queues() []queueSnap {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// queuesLocked returns the queues of clients with open batch streams,
+// merged by watch name. t.mu must be held.
+func (t *clientTable) queuesLocked() []queueSnap {
 	var out []queueSnap
 	idx := map[string]int{}
 	for k, c := range t.clients {

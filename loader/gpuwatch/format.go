@@ -55,8 +55,12 @@ func Format(r Report) string {
 			if c.Device >= 0 {
 				gpu = strconv.Itoa(c.Device)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d/%d\t%s\t%s\n",
-				c.Client, gpu, c.Steps, c.WaitShare*100, c.StepMS, c.WaitMS, c.NotReady, c.QueueDepth, c.QueueCapacity,
+			queue := fmt.Sprintf("%d/%d", c.QueueDepth, c.QueueCapacity)
+			if c.Closed {
+				queue = "closed"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%d\t%s\t%s\t%s\n",
+				c.Client, gpu, c.Steps, c.WaitShare*100, c.StepMS, c.WaitMS, c.NotReady, queue,
 				pct(c.QueueEmptyShare), shortNotes(c, r.Thresholds))
 		}
 		tw.Flush()
@@ -74,7 +78,9 @@ func shortNotes(c ClientReport, th Thresholds) string {
 	if c.Waiting {
 		n = append(n, "waits for data")
 	}
-	if c.Silent {
+	if c.Closed {
+		n = append(n, "stream closed "+secs(c.ClosedS)+" ago")
+	} else if c.Silent {
 		n = append(n, "silent "+secs(c.SilentS))
 	}
 	for _, note := range c.Notes {

@@ -102,6 +102,10 @@ type ClientReport struct {
 	// SkewS is the client's clock minus the server's at its last step
 	// report (including transit), 0 when the client sends no clock.
 	SkewS float64 `json:"skew_s"`
+	// Closed is set once the client's batch streams have all ended (its
+	// queue is then not reported); ClosedS is how long ago the last ended.
+	Closed  bool    `json:"closed,omitempty"`
+	ClosedS float64 `json:"closed_s,omitempty"`
 	// Notes say, in words, what stands out (waiting, silent, skewed).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -245,6 +249,10 @@ func (w *Watcher) clientReport(name string, c *clientState, now time.Time) Clien
 		} else {
 			r.Notes = append(r.Notes, fmt.Sprintf("client %s silent for %s", name, secs(r.SilentS)))
 		}
+	}
+	if !c.closedAt.IsZero() {
+		r.Closed, r.ClosedS = true, max(now.Sub(c.closedAt).Seconds(), 0)
+		r.Notes = append(r.Notes, fmt.Sprintf("client %s: stream closed %s ago", name, secs(r.ClosedS)))
 	}
 	if c.hasSkew && c.skew.Abs() > w.opts.SkewTolerance {
 		r.Notes = append(r.Notes, fmt.Sprintf("client %s clock differs from the server's by %+.1f s (ignored: windows use receive time)", name, r.SkewS))

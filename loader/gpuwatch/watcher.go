@@ -172,8 +172,11 @@ type clientState struct {
 	lastSeen        time.Time
 	depth, capacity int
 	queueSet        bool
-	skew            time.Duration
-	hasSkew         bool
+	// closedAt is when the client's last batch stream ended (zero: open, or
+	// it never had one); StreamClosed sets it, SetQueue clears it.
+	closedAt time.Time
+	skew     time.Duration
+	hasSkew  bool
 }
 
 // clientBucket sums a client's reports received in [start, start+width).
@@ -460,6 +463,7 @@ func (w *Watcher) SetQueue(client string, depth, capacity int) {
 		return
 	}
 	c.depth, c.capacity, c.queueSet = max(depth, 0), max(capacity, 0), true
+	c.closedAt = time.Time{}
 }
 
 // NotReady records that client asked for its next batch and none was ready.
@@ -487,6 +491,31 @@ func (w *Watcher) SetClientDevice(client string, device int) {
 		return
 	}
 	c.device = max(device, -1)
+}
+
+// StreamClosed records that client's last batch stream ended (whatever
+// way: finished, cancelled, or the client killed): its queue is no longer
+// reported or sampled, and the report marks it closed until it opens a
+// stream again (SetQueue) or its step reports leave the window. A client
+// with no step report in the window is dropped at once.
+func (w *Watcher) StreamClosed(client string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.clients[client]
+	if c == nil {
+		return
+	}
+	now := w.opts.Now()
+	w.pruneClient(c, now)
+	steps := 0
+	for _, b := range c.buckets {
+		steps += b.steps
+	}
+	if steps == 0 {
+		delete(w.clients, client)
+		return
+	}
+	c.depth, c.capacity, c.queueSet, c.closedAt = 0, 0, false, now
 }
 
 // Forget drops client (its stream ended).
