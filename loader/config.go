@@ -53,8 +53,15 @@ type Config struct {
 	// ShmDir is where shared-memory rings are created (default /dev/shm);
 	// rings of dead servers found there are removed at start.
 	ShmDir string
-	// NoWriteIndex keeps a rebuilt gload.index in memory only.
+	// NoWriteIndex keeps a rebuilt gload.index (and the freshness stamp) in memory only.
 	NoWriteIndex bool
+	// IndexDir is the index cache directory (dataset.OpenOptions.IndexDir):
+	// indexes of datasets Hugging Face wrote, and stamps of read-only
+	// directories, go there. "": beside the shards.
+	IndexDir string
+	// VerifyContent hashes every shard at start and compares it with the
+	// index, even when size, mtime, ctime and inode say it did not change.
+	VerifyContent bool
 	// Watch is the GPU starvation watch, fed with the clients' step reports
 	// and queues and served by the Watch RPC and /metrics; its caller runs
 	// it and closes its source. Nil: the server makes one over NVML with

@@ -147,7 +147,10 @@ func (s *Server) openDataset(name, dir string) (*served, error) {
 		return s.openRemoteDataset(name, dir)
 	}
 	t0 := time.Now()
-	ds, err := dataset.Open(dir, dataset.OpenOptions{WriteIndex: !s.cfg.NoWriteIndex, Logger: s.log.With("dataset", name)})
+	ds, err := dataset.Open(dir, dataset.OpenOptions{
+		WriteIndex: !s.cfg.NoWriteIndex, IndexDir: s.cfg.IndexDir, Verify: s.cfg.VerifyContent,
+		Logger: s.log.With("dataset", name),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
 	}
@@ -181,7 +184,7 @@ func (s *Server) openDataset(name, dir string) (*served, error) {
 		PadId: special.PadID, PadToken: special.PadToken, PadFrom: special.PadFrom,
 	}
 	s.log.Info("dataset opened", "dataset", name, "dir", dir, "rows", ds.Len(), "tokens", tokens,
-		"shards", len(shards), "fingerprint", ds.Fingerprint(), "index_used", ds.IndexUsed(),
+		"shards", len(shards), "fingerprint", ds.Fingerprint(), "index_used", ds.IndexUsed(), "shards_verified", ds.ShardsVerified(),
 		"zero_copy", ds.ZeroCopy(), "took", time.Since(t0))
 	return d, nil
 }

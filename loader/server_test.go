@@ -48,7 +48,7 @@ func TestInfoRPCs(t *testing.T) {
 	}
 	in := infos[0]
 	if len(infos) != 1 || in.Name != "wiki" || in.Rows != 500 || in.Tokens != tokens || in.Shards != 3 ||
-		in.MaxLength != uint32(maxLen) || in.TokenizerHash != "test" || len(in.Fingerprint) != 16 {
+		in.MaxLength != uint32(maxLen) || in.TokenizerHash != "test" || len(in.Fingerprint) != 32 {
 		t.Fatalf("datasets: %v", infos)
 	}
 	h, err := c.Health(t.Context())

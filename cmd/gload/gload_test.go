@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gload/gload/loader/dataset"
 )
 
 const (
@@ -146,8 +148,8 @@ func datasetFiles(t *testing.T, dir string) map[string][]byte {
 	out := map[string][]byte{}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.Name() == "gload.index" {
-			continue // holds mtimes
+		if e.Name() == dataset.StampFile {
+			continue // a cache of stat results (times, inodes), not content
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {

@@ -18,6 +18,8 @@ type inspectOptions struct {
 	decode    []int
 	tokenizer string
 	engine    string
+	indexDir  string
+	verify    bool
 }
 
 func newInspectCmd(g *globalOptions) *cobra.Command {
@@ -36,11 +38,13 @@ prints row N as ids and, with --tokenizer, as text.`,
 	cmd.Flags().IntSliceVar(&o.decode, "decode", nil, "rows to print (ids, and text with --tokenizer)")
 	cmd.Flags().StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json for --decode")
 	cmd.Flags().StringVar(&o.engine, "engine", "go", "tokenizer engine for --decode")
+	cmd.Flags().StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index")
+	cmd.Flags().BoolVar(&o.verify, "verify", false, "hash every shard and compare with the index")
 	return cmd
 }
 
 func (o *inspectOptions) run(w io.Writer, dir string) error {
-	ds, err := dataset.Open(dir, dataset.OpenOptions{Logger: o.g.logger()})
+	ds, err := dataset.Open(dir, dataset.OpenOptions{Logger: o.g.logger(), IndexDir: o.indexDir, Verify: o.verify, WriteIndex: true})
 	if err != nil {
 		return err
 	}
@@ -67,6 +71,9 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 			sorted[len(sorted)/2], float64(total)/float64(len(lengths)), sorted[(len(sorted)*99)/100], maxL)
 	}
 	fmt.Fprintf(w, "fingerprint %s\n", ds.Fingerprint())
+	if n := ds.ShardsVerified(); n > 0 {
+		fmt.Fprintf(w, "verified    %d of %d shards hashed against the index\n", n, len(ds.Shards()))
+	}
 	if h := ds.TokenizerHash(); h != "" {
 		fmt.Fprintf(w, "tokenizer   %s\n", h)
 	} else {

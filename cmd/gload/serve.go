@@ -13,6 +13,7 @@ import (
 
 	"github.com/gload/gload/loader"
 	"github.com/gload/gload/loader/access"
+	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/gpuwatch"
 )
 
@@ -34,6 +35,8 @@ type serveOptions struct {
 	maxBatchBytes   int64
 	maxClientLabels int
 	noWriteIndex    bool
+	indexDir        string
+	verify          bool
 	watchInterval   time.Duration
 	watchWindow     time.Duration
 	noGPUWatch      bool
@@ -77,7 +80,9 @@ Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accep
 	f.IntVar(&o.planCache, "plan-cache", loader.DefaultPlanCacheSize, "epoch plans kept in memory")
 	f.Int64Var(&o.maxBatchBytes, "max-batch-bytes", loader.DefaultMaxBatchBytes, "largest encoded batch; larger shapes are refused")
 	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
-	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index in the dataset directory")
+	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index or freshness stamp anywhere")
+	f.StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index (Hugging Face) and read-only directories")
+	f.BoolVar(&o.verify, "verify", false, "hash every shard at start and compare with the index, even when size and times are unchanged")
 	f.DurationVar(&o.watchInterval, "watch-interval", time.Second, "how often the GPU watch polls NVML")
 	f.DurationVar(&o.watchWindow, "watch-window", time.Minute, "sliding window of the GPU watch's statistics and verdict")
 	f.BoolVar(&o.noGPUWatch, "no-gpu-watch", false, "do not open NVML (the watch then reports client statistics and \"no GPU visible\")")
@@ -140,6 +145,8 @@ func (o *serveOptions) run(ctx context.Context) error {
 		TLSCertFile:     o.tlsCert,
 		TLSKeyFile:      o.tlsKey,
 		NoWriteIndex:    o.noWriteIndex,
+		IndexDir:        o.indexDir,
+		VerifyContent:   o.verify,
 		WatchOptions:    gpuwatch.Options{Interval: o.watchInterval, Window: o.watchWindow},
 		NoGPUWatch:      o.noGPUWatch,
 		Version:         buildVersion(),

@@ -9,7 +9,10 @@
 //	dataset_info.json           HF DatasetInfo (features)
 //	state.json                  HF state (_data_files, _fingerprint, ...)
 //	gload.index                 gload's sidecar: per-row token lengths, record
-//	                            batch offsets, tokenizer hash, shard fingerprint
+//	                            batch offsets, shard content hashes (SHA-256),
+//	                            tokenizer hash, content fingerprint
+//	gload.verified              freshness stamp (a cache): shard stat results
+//	                            when their content last matched the index
 //
 // Writing: [CreateShard] writes one shard under a temporary name and renames it
 // to "shard-NNNNN.arrow" on [ShardWriter.Close]; [Finalize] turns complete
@@ -40,7 +43,12 @@
 // open (a shrinking mapped file faults on access); gload itself only ever
 // replaces files by rename, which is safe.
 //
-// gload.index records each shard's mtime, so it is the one file of a dataset
-// that is not byte-identical between two runs over the same input; shards,
-// dataset_info.json and state.json are.
+// Identity is content (identity.go): a dataset's fingerprint is a pure
+// function of its shards' content hashes in order and its per-row lengths, so
+// copies, moves and touches keep it, and gload.index is byte-identical between
+// two runs over the same input. Only gload.verified holds times and inodes;
+// it is a cache that Open checks shards against before trusting the index, and
+// hashes the shards it cannot vouch for. Indexes of datasets this package did
+// not write go to an index cache directory (OpenOptions.IndexDir), never into
+// the dataset directory.
 package dataset

@@ -11,6 +11,9 @@ var (
 	ErrCorrupt = errors.New("dataset: corrupt shard")
 	// ErrBadIndex means gload.index is malformed, truncated or fails its checksum.
 	ErrBadIndex = errors.New("dataset: bad index")
+	// ErrOldIndex means gload.index was written in an older format version
+	// (version 1 identified datasets by mtime); Open rebuilds it.
+	ErrOldIndex = errors.New("dataset: index of an older format")
 	// ErrStaleIndex means gload.index does not describe the shards on disk.
 	ErrStaleIndex = errors.New("dataset: stale index")
 	// ErrUnsupported means the data is valid Arrow but uses a feature gload

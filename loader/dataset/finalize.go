@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc64"
 	"hash/fnv"
 	"io"
 	"os"
@@ -103,6 +102,14 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 	if err := WriteIndex(dir, ix); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
 	}
+	// The shards were hashed as they were written: vouch for them as they are now.
+	names := make([]string, len(final))
+	for i, s := range final {
+		names[i] = s.Name
+	}
+	if err := stampFiles(dir, ix.checksum, names); err != nil {
+		return fmt.Errorf("finalize %s: %w", dir, err)
+	}
 	return nil
 }
 
@@ -144,13 +151,8 @@ func statShard(dir string, s ShardInfo) (ShardEntry, error) {
 	if st.Size() != s.Bytes {
 		return ShardEntry{}, fmt.Errorf("shard %s: %w: %d bytes on disk, %d written", path, ErrCorrupt, st.Size(), s.Bytes)
 	}
-	fh, err := fileFooterHash(f, st.Size())
-	if err != nil {
-		return ShardEntry{}, err
-	}
 	return ShardEntry{
-		Name: s.Name, Size: st.Size(), ModTime: st.ModTime().UnixNano(), FooterHash: fh,
-		ContentHash: s.Hash, Rows: s.Rows, Tokens: s.Tokens, Batches: s.Batches,
+		Name: s.Name, Size: st.Size(), ContentHash: s.Hash, Rows: s.Rows, Tokens: s.Tokens, Batches: s.Batches,
 	}, nil
 }
 
@@ -222,13 +224,13 @@ func ScanShard(path string) (ShardInfo, error) {
 		return ShardInfo{}, fmt.Errorf("scan shard: %w", err)
 	}
 	defer sh.close()
-	e, lengths, err := sh.scan()
+	e, lengths, err := sh.scan(nil)
 	if err != nil {
 		return ShardInfo{}, fmt.Errorf("scan shard: %w", err)
 	}
 	return ShardInfo{
 		Name: name, Rows: e.Rows, Tokens: e.Tokens, Bytes: sh.size,
-		Hash: crc64.Checksum(sh.data, crcTable), Lengths: lengths, Batches: e.Batches,
+		Hash: e.ContentHash, Lengths: lengths, Batches: e.Batches,
 	}, nil
 }
 
@@ -355,7 +357,7 @@ func contentFingerprint(shards []ShardInfo, opts WriterOptions) uint64 {
 		put(uint64(len(s)))
 		io.WriteString(h, s)
 	}
-	str("gload-state-v1")
+	str("gload-state-v2")
 	str(opts.TokenizerHash)
 	put(uint64(len(opts.Columns)))
 	for _, c := range opts.Columns {
@@ -364,7 +366,7 @@ func contentFingerprint(shards []ShardInfo, opts WriterOptions) uint64 {
 	for _, s := range shards {
 		str(s.Name)
 		put(uint64(s.Bytes))
-		put(s.Hash)
+		h.Write(s.Hash[:])
 	}
 	return h.Sum64()
 }

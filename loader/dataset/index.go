@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,44 +14,48 @@ import (
 const IndexFile = "gload.index"
 
 // IndexVersion is the gload.index format version this package writes and reads.
-const IndexVersion = 1
+// Version 1 (size, mtime and footer hashes as identity) is refused with
+// ErrOldIndex; Open then rebuilds the index from the shards.
+const IndexVersion = 2
 
 const (
-	indexMagic      = "GLOADIX1"
-	footerHashBytes = 64 << 10 // the footer hash covers the last 64 KiB of a shard
-	maxNameLen      = 4096
-	maxTokHashLen   = 4096
+	indexMagic    = "GLOADIX1" // the file type; the version follows
+	maxNameLen    = 4096
+	maxTokHashLen = 4096
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Index is the decoded content of gload.index.
+// Index is the decoded content of gload.index. It holds content only — no
+// times, paths or inode numbers — so the same shards always give the same
+// bytes, whatever the machine, directory, time or worker count that wrote them.
 //
 // Layout (little-endian):
 //
-//	"GLOADIX1" | version u32 | shard count u32 | tokenizer hash (u32 len, bytes)
-//	per shard: name (u32 len, bytes) | size u64 | mtime ns i64 | footer hash u64 |
-//	           content hash u64 | rows u64 | tokens u64 | batch count u32 |
-//	           batches (offset u64, first row u64)...
+//	"GLOADIX1" | version u32 (2) | tokenizer hash (u32 len, bytes) |
+//	fingerprint [32]byte (ComputeFingerprint; checked on read) | shard count u32 |
+//	per shard: name (u32 len, bytes) | size u64 | content SHA-256 [32]byte |
+//	           rows u64 | tokens u64 | batch count u32 | batches (offset u64, first row u64)...
 //	total rows u64 | zero padding to a multiple of 4 | lengths u32 × total rows |
 //	crc32c u32 of everything before it
 //
 // Every shard entry is self-contained (its rows' lengths are the next Rows
-// entries of Lengths), so indexes of separately written parts can be joined
-// by concatenating shard entries and length arrays.
+// entries of Lengths), so indexes of separately written parts are joined by
+// concatenating shard entries and length arrays (see Join).
 type Index struct {
 	TokenizerHash string
 	Shards        []ShardEntry
 	Lengths       []uint32 // tokens per row over all shards, in shard order
+
+	checksum uint32 // crc32c of the encoding this index was read from or last marshalled to
+	readFP   Digest // the fingerprint UnmarshalIndex checked
 }
 
 // ShardEntry describes one shard file in an Index.
 type ShardEntry struct {
 	Name        string // file name inside the dataset directory
 	Size        int64  // file size in bytes
-	ModTime     int64  // modification time, Unix nanoseconds
-	FooterHash  uint64 // FNV-64a of the last min(Size, 64 KiB) bytes
-	ContentHash uint64 // CRC-64/ECMA of the whole file; 0 when unknown
+	ContentHash Digest // SHA-256 of the whole file
 	Rows        int64
 	Tokens      int64
 	Batches     []BatchRef // record batches holding at least one row, in file order
@@ -66,22 +68,11 @@ type BatchRef struct {
 	FirstRow int64
 }
 
-// Fingerprint hashes each shard's name, size, mtime and footer hash: it
-// changes whenever a shard file is replaced, touched or renamed.
-func (ix *Index) Fingerprint() uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	for _, s := range ix.Shards {
-		binary.LittleEndian.PutUint64(b[:], uint64(len(s.Name)))
-		h.Write(b[:])
-		io.WriteString(h, s.Name)
-		for _, v := range []uint64{uint64(s.Size), uint64(s.ModTime), s.FooterHash} {
-			binary.LittleEndian.PutUint64(b[:], v)
-			h.Write(b[:])
-		}
-	}
-	return h.Sum64()
-}
+// Fingerprint is the printed content fingerprint (FingerprintString of ComputeFingerprint).
+func (ix *Index) Fingerprint() string { return FingerprintString(ix.ComputeFingerprint()) }
+
+// Checksum is the crc32c trailer of the encoding ix was read from or last encoded to.
+func (ix *Index) Checksum() uint32 { return ix.checksum }
 
 // Rows returns the number of rows over all shards.
 func (ix *Index) Rows() int64 { return int64(len(ix.Lengths)) }
@@ -95,22 +86,25 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 }
 
 func (ix *Index) marshalUnchecked() ([]byte, error) {
-	n := 8 + 4 + 4 + 4 + len(ix.TokenizerHash) + 8 + 4 + 4*len(ix.Lengths) + 4
+	fp := ix.ComputeFingerprint()
+	n := 8 + 4 + 4 + len(ix.TokenizerHash) + 32 + 4 + 8 + 4 + 4*len(ix.Lengths) + 4
 	for _, s := range ix.Shards {
-		n += 4 + len(s.Name) + 7*8 + 4 + 16*len(s.Batches)
+		n += 4 + len(s.Name) + 8 + 32 + 2*8 + 4 + 16*len(s.Batches)
 	}
 	b := make([]byte, 0, n+4)
 	b = append(b, indexMagic...)
 	b = binary.LittleEndian.AppendUint32(b, IndexVersion)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.Shards)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.TokenizerHash)))
 	b = append(b, ix.TokenizerHash...)
+	b = append(b, fp[:]...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.Shards)))
 	for _, s := range ix.Shards {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(s.Name)))
 		b = append(b, s.Name...)
-		for _, v := range []uint64{uint64(s.Size), uint64(s.ModTime), s.FooterHash, s.ContentHash, uint64(s.Rows), uint64(s.Tokens)} {
-			b = binary.LittleEndian.AppendUint64(b, v)
-		}
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.Size))
+		b = append(b, s.ContentHash[:]...)
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.Rows))
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.Tokens))
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(s.Batches)))
 		for _, br := range s.Batches {
 			b = binary.LittleEndian.AppendUint64(b, uint64(br.Offset))
@@ -122,7 +116,8 @@ func (ix *Index) marshalUnchecked() ([]byte, error) {
 		b = append(b, 0)
 	}
 	b = appendUint32s(b, ix.Lengths)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+	ix.checksum = crc32.Checksum(b, castagnoli)
+	return binary.LittleEndian.AppendUint32(b, ix.checksum), nil
 }
 
 // validate checks the internal consistency of an index: names, batch tables,
@@ -177,31 +172,37 @@ func (ix *Index) validate() error {
 }
 
 // UnmarshalIndex decodes and validates an encoded index. It checks the magic,
-// version, checksum and every count against the data size before allocating,
-// so a corrupt or truncated index gives ErrBadIndex, never a panic or a huge
-// allocation. Lengths may alias b.
+// version, checksum, fingerprint and every count against the data size before
+// allocating, so a corrupt or truncated index gives ErrBadIndex, never a panic
+// or a huge allocation; an index of an older version gives ErrOldIndex.
+// Lengths may alias b.
 func UnmarshalIndex(b []byte) (*Index, error) {
 	if len(b) < 8+4+4 || string(b[:8]) != indexMagic {
 		return nil, fmt.Errorf("%w: no %s magic", ErrBadIndex, indexMagic)
 	}
 	if v := binary.LittleEndian.Uint32(b[8:]); v != IndexVersion {
+		if v < IndexVersion {
+			return nil, fmt.Errorf("%w: version %d (identity by mtime, before content fingerprints), this build reads %d; "+
+				"`gload index DIR` rewrites it", ErrOldIndex, v, IndexVersion)
+		}
 		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrBadIndex, v, IndexVersion)
 	}
 	body := b[:len(b)-4]
-	if want, got := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32.Checksum(body, castagnoli); want != got {
+	want, got := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32.Checksum(body, castagnoli)
+	if want != got {
 		return nil, fmt.Errorf("%w: checksum %08x, computed %08x", ErrBadIndex, want, got)
 	}
 	d := indexDecoder{b: body, p: 12}
-	ix := &Index{}
-	nShards := d.count(4 + 7*8 + 4) // smallest possible shard entry
+	ix := &Index{checksum: got}
 	ix.TokenizerHash = d.str(maxTokHashLen)
+	var fp Digest
+	d.digest(&fp)
+	nShards := d.count(4 + 8 + 32 + 2*8 + 4) // smallest possible shard entry
 	ix.Shards = make([]ShardEntry, 0, nShards)
 	for i := 0; i < nShards && d.err == nil; i++ {
 		s := ShardEntry{Name: d.str(maxNameLen)}
 		s.Size = int64(d.u64())
-		s.ModTime = int64(d.u64())
-		s.FooterHash = d.u64()
-		s.ContentHash = d.u64()
+		d.digest(&s.ContentHash)
 		s.Rows = int64(d.u64())
 		s.Tokens = int64(d.u64())
 		nb := d.count(16)
@@ -232,6 +233,10 @@ func UnmarshalIndex(b []byte) (*Index, error) {
 	if err := ix.validate(); err != nil {
 		return nil, err
 	}
+	if c := ix.ComputeFingerprint(); c != fp {
+		return nil, fmt.Errorf("%w: fingerprint %s recorded, %s computed from its entries", ErrBadIndex, fp, c)
+	}
+	ix.readFP = fp
 	return ix, nil
 }
 
@@ -293,6 +298,14 @@ func (d *indexDecoder) count(minSize int) int {
 	return int(n)
 }
 
+func (d *indexDecoder) digest(dst *Digest) {
+	if !d.need(len(dst)) {
+		return
+	}
+	copy(dst[:], d.b[d.p:])
+	d.p += len(dst)
+}
+
 func (d *indexDecoder) str(maxLen int) string {
 	n := d.u32()
 	if d.err == nil && n > uint32(maxLen) {
@@ -303,6 +316,20 @@ func (d *indexDecoder) str(maxLen int) string {
 	}
 	d.p += int(n)
 	return string(d.b[d.p-int(n) : d.p])
+}
+
+// v1TokenizerHash reads the tokenizer hash of a version-1 gload.index
+// ("GLOADIX1" | version u32 | shard count u32 | u32 length, bytes), or "".
+func v1TokenizerHash(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, IndexFile))
+	if err != nil || len(b) < 20 || string(b[:8]) != indexMagic || binary.LittleEndian.Uint32(b[8:]) != 1 {
+		return ""
+	}
+	n := binary.LittleEndian.Uint32(b[16:])
+	if n > maxTokHashLen || int(n) > len(b)-20 || !utf8.Valid(b[20:20+n]) {
+		return ""
+	}
+	return string(b[20 : 20+n])
 }
 
 // ReadIndex reads and decodes dir/gload.index.
@@ -327,26 +354,6 @@ func WriteIndex(dir string, ix *Index) error {
 		return fmt.Errorf("write index in %s: %w", dir, err)
 	}
 	return writeFileAtomic(dir, IndexFile, b)
-}
-
-// footerHash is FNV-64a over the last min(len(tail), 64 KiB) bytes given.
-func footerHash(tail []byte) uint64 {
-	if len(tail) > footerHashBytes {
-		tail = tail[len(tail)-footerHashBytes:]
-	}
-	h := fnv.New64a()
-	h.Write(tail)
-	return h.Sum64()
-}
-
-// fileFooterHash reads the tail of an open file of the given size and hashes it.
-func fileFooterHash(f *os.File, size int64) (uint64, error) {
-	n := min(size, footerHashBytes)
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, size-n); err != nil {
-		return 0, fmt.Errorf("read footer of %s: %w", f.Name(), err)
-	}
-	return footerHash(buf), nil
 }
 
 // checkFileName accepts plain file names only: no directories, no "..".

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -13,10 +14,10 @@ func sampleIndex() *Index {
 	return &Index{
 		TokenizerHash: "sha256:abc",
 		Shards: []ShardEntry{
-			{Name: "data-00000-of-00003.arrow", Size: 5000, ModTime: 1700000000123456789, FooterHash: 0x1234, ContentHash: 0x99,
+			{Name: "data-00000-of-00003.arrow", Size: 5000, ContentHash: Digest{0x99, 1},
 				Rows: 3, Tokens: 6, Batches: []BatchRef{{Offset: 400, FirstRow: 0}, {Offset: 900, FirstRow: 2}}},
-			{Name: "data-00001-of-00003.arrow", Size: 300, ModTime: -5, FooterHash: 1},
-			{Name: "data-00002-of-00003.arrow", Size: 800, ModTime: 7, FooterHash: 2, Rows: 2, Tokens: 4000000000,
+			{Name: "data-00001-of-00003.arrow", Size: 300, ContentHash: Digest{1}},
+			{Name: "data-00002-of-00003.arrow", Size: 800, ContentHash: Digest{2}, Rows: 2, Tokens: 4000000000,
 				Batches: []BatchRef{{Offset: 200, FirstRow: 0}}},
 		},
 		Lengths: []uint32{1, 2, 3, 2000000000, 2000000000},
@@ -48,24 +49,47 @@ func TestIndexRoundTrip(t *testing.T) {
 	}
 }
 
+// TestIndexFingerprint: the fingerprint follows the shards' content hashes, their
+// order and the row lengths, and nothing else.
 func TestIndexFingerprint(t *testing.T) {
 	base := sampleIndex().Fingerprint()
-	for name, mutate := range map[string]func(*ShardEntry){
-		"name":   func(e *ShardEntry) { e.Name = "other.arrow" },
-		"size":   func(e *ShardEntry) { e.Size++ },
-		"mtime":  func(e *ShardEntry) { e.ModTime++ },
-		"footer": func(e *ShardEntry) { e.FooterHash++ },
+	for name, mutate := range map[string]func(*Index){
+		"content_hash": func(ix *Index) { ix.Shards[1].ContentHash[31] ^= 1 },
+		"order":        func(ix *Index) { ix.Shards[0], ix.Shards[2] = ix.Shards[2], ix.Shards[0] },
+		"length":       func(ix *Index) { ix.Lengths[0]++ },
+		"rows_split":   func(ix *Index) { ix.Shards[0].Rows, ix.Shards[1].Rows = 2, 1 },
 	} {
 		ix := sampleIndex()
-		mutate(&ix.Shards[1])
+		mutate(ix)
 		if ix.Fingerprint() == base {
 			t.Errorf("fingerprint ignores %s", name)
 		}
 	}
 	ix := sampleIndex()
-	ix.Lengths[0], ix.Shards[0].ContentHash, ix.TokenizerHash = 9, 1, ""
+	ix.TokenizerHash = ""
+	for k := range ix.Shards {
+		ix.Shards[k].Name = "renamed-" + ix.Shards[k].Name
+		ix.Shards[k].Size += 10
+		for j := range ix.Shards[k].Batches {
+			ix.Shards[k].Batches[j].Offset += 8
+		}
+	}
 	if ix.Fingerprint() != base {
-		t.Error("fingerprint depends on more than name, size, mtime and footer")
+		t.Error("fingerprint depends on names, sizes, batch offsets or the tokenizer hash")
+	}
+	if len(base) != 32 {
+		t.Errorf("fingerprint %q: want 32 hex digits", base)
+	}
+}
+
+// TestIndexV1Refused: an index of format version 1 is not misread; the error
+// says how to rewrite it.
+func TestIndexV1Refused(t *testing.T) {
+	b, _ := sampleIndex().MarshalBinary()
+	binary.LittleEndian.PutUint32(b[8:], 1)
+	_, err := UnmarshalIndex(reseal(b))
+	if !errors.Is(err, ErrOldIndex) || !strings.Contains(err.Error(), "gload index DIR") {
+		t.Fatalf("v1 index: %v", err)
 	}
 }
 
@@ -96,13 +120,19 @@ func TestIndexDecodeErrors(t *testing.T) {
 		binary.LittleEndian.PutUint32(b[off:], v)
 		return reseal(b)
 	}
-	nameAt := 16 + 4 + len("sha256:abc")
+	shardsAt := 12 + 4 + len("sha256:abc") + 32
+	nameAt := shardsAt + 4
 	cases := map[string][]byte{
-		"version":       put32(8, 2),
-		"huge_shards":   put32(12, 0xffffffff),
-		"huge_tok_hash": put32(16, 0xfffffff0),
+		"version":       put32(8, 3),
+		"huge_shards":   put32(shardsAt, 0xffffffff),
+		"huge_tok_hash": put32(12, 0xfffffff0),
 		"huge_name":     put32(nameAt, 0xffffff00),
-		"huge_batches":  put32(nameAt+4+len("data-00000-of-00003.arrow")+48, 0x7fffffff),
+		"huge_batches":  put32(nameAt+4+len("data-00000-of-00003.arrow")+8+32+16, 0x7fffffff),
+		"fingerprint": func() []byte {
+			b := bytes.Clone(good)
+			b[shardsAt-1] ^= 1
+			return reseal(b)
+		}(),
 		"tokens_sum": func() []byte {
 			ix := sampleIndex()
 			ix.Lengths[0] = 5

@@ -56,7 +56,7 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 		if e.Name != name {
 			return nil, fmt.Errorf("open dataset %s: %w: shard %d is %s in state.json, %s in gload.index", dir, ErrStaleIndex, k, name, e.Name)
 		}
-		sh := &shard{name: name, path: filepath.Join(dir, name), size: e.Size, mtime: e.ModTime, footer: e.FooterHash,
+		sh := &shard{name: name, path: filepath.Join(dir, name), size: e.Size, stat: fileStat{Size: e.Size},
 			entry: e, lazy: &lazyShard{}}
 		sh.cache = make([]atomic.Pointer[batchSlot], len(e.Batches))
 		sh.uniform = uniformBatch(e)
@@ -66,7 +66,7 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 	if int64(len(ix.Lengths)) != d.starts[len(files)] {
 		return nil, fmt.Errorf("open dataset %s: %w: %d lengths for %d rows", dir, ErrBadIndex, len(ix.Lengths), d.starts[len(files)])
 	}
-	d.fp = ix.Fingerprint()
+	d.fp, d.index = ix.readFP, ix
 	cols, idsType, labelsType, err := readFeatures(dir)
 	if err != nil {
 		return nil, err

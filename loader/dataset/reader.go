@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync/atomic"
 
@@ -19,9 +20,19 @@ import (
 type OpenOptions struct {
 	// RebuildIndex ignores gload.index and rebuilds it by scanning the shards.
 	RebuildIndex bool
-	// WriteIndex stores a rebuilt index in the directory (atomically). A
-	// failure to write it, e.g. in a read-only directory, is logged, not returned.
+	// WriteIndex stores a rebuilt index and the freshness stamp (atomically):
+	// beside the shards when the dataset has its own gload.index and the
+	// directory is writable, else in IndexDir. A failure to write is logged,
+	// not returned.
 	WriteIndex bool
+	// IndexDir is the index cache directory (see DefaultIndexDir) for datasets
+	// without their own gload.index (written by Hugging Face) and for
+	// directories that cannot be written. "" keeps such indexes beside the
+	// shards (WriteIndex) or in memory only.
+	IndexDir string
+	// Verify hashes every shard and compares it with the index, even when the
+	// freshness stamp says the shards have not changed.
+	Verify bool
 	// Logger receives rebuild notices; nil discards them.
 	Logger *slog.Logger
 	// Shards, if set, makes shard files local on demand (object storage): Open then reads only state.json,
@@ -37,6 +48,8 @@ type ShardStat struct {
 	Bytes   int64
 	Batches int    // record batches holding rows
 	IDsType string // Arrow type of input_ids, e.g. "list<int32>"
+	// ContentHash is the SHA-256 of the shard file.
+	ContentHash Digest
 }
 
 // Dataset is an open dataset directory. All methods but Close are safe for
@@ -47,7 +60,10 @@ type Dataset struct {
 	starts    []int64 // starts[k] is the global index of shard k's first row; len(shards)+1 entries
 	lengths   []uint32
 	tokHash   string
-	fp        uint64
+	fp        Digest
+	index     *Index // the index in use (read, or rebuilt)
+	verified  int    // shards hashed at open
+	scanned   int    // shards scanned at open
 	columns   []string
 	closed    atomic.Bool
 	zeroCopy  bool
@@ -62,8 +78,7 @@ type shard struct {
 	data       []byte
 	mapped     bool
 	size       int64
-	mtime      int64
-	footer     uint64
+	stat       fileStat
 	schema     *arrowSchema
 	ids        idsLayout
 	labels     *idsLayout // the SFT labels column, nil when the shard has none
@@ -82,9 +97,11 @@ type batchSlot struct {
 }
 
 // Open opens the dataset in dir: it reads state.json, memory-maps every shard
-// listed there and loads gload.index. A missing, corrupt or stale index (a
-// shard's size, mtime or footer bytes changed) is rebuilt by scanning the
-// stale shards' list offsets, never their token values.
+// listed there and loads gload.index (from dir, or from the index cache for
+// datasets without one). A shard whose size, mtime, ctime or inode differ
+// from the freshness stamp is hashed and compared with the index; a missing,
+// corrupt or older index, and a shard whose content no longer matches, is
+// rebuilt by scanning that shard's list offsets (never its token values).
 func Open(dir string, opts OpenOptions) (*Dataset, error) {
 	if opts.Shards != nil {
 		return openLazy(dir, opts)
@@ -105,17 +122,103 @@ func Open(dir string, opts OpenOptions) (*Dataset, error) {
 		}
 		d.shards = append(d.shards, sh)
 	}
+	loc := locateIndex(dir, opts)
 	var ix *Index
 	reason := "rebuild requested"
 	if !opts.RebuildIndex {
-		if ix, err = ReadIndex(dir); err != nil {
-			reason, ix = err.Error(), nil
-		}
+		ix, reason = loc.read()
 	}
-	if err := d.init(ix, reason, opts, log); err != nil {
+	if err := d.init(ix, loc.stamp(), reason, opts, log); err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
+	if opts.WriteIndex && (d.scanned > 0 || d.verified > 0) {
+		loc.save(d, d.scanned > 0, log)
+	}
 	return d, nil
+}
+
+// indexLocation says where a dataset's index and stamp are read and written.
+type indexLocation struct {
+	dir   string // the dataset
+	own   bool   // the dataset has its own gload.index (written by gload)
+	cache string // the index cache entry ("" without IndexDir)
+}
+
+func locateIndex(dir string, opts OpenOptions) indexLocation {
+	loc := indexLocation{dir: dir}
+	if _, err := os.Lstat(filepath.Join(dir, IndexFile)); err == nil {
+		loc.own = true
+	}
+	if opts.IndexDir != "" {
+		if c, err := cacheEntry(opts.IndexDir, dir); err == nil {
+			loc.cache = c
+		}
+	}
+	return loc
+}
+
+// read loads the index: the dataset's own, else the cached one. The string
+// says why there is none.
+func (l indexLocation) read() (*Index, string) {
+	if l.own || l.cache == "" {
+		ix, err := ReadIndex(l.dir)
+		if errors.Is(err, ErrOldIndex) {
+			// Rebuilt from the shards, keeping what only the old index knew.
+			return &Index{TokenizerHash: v1TokenizerHash(l.dir)}, err.Error()
+		}
+		if err != nil {
+			return nil, err.Error()
+		}
+		return ix, ""
+	}
+	ix, err := ReadIndex(l.cache)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return ix, ""
+}
+
+// stamp loads the freshness stamp beside the index, or from the cache entry.
+func (l indexLocation) stamp() *stamp {
+	if l.own || l.cache == "" {
+		if st := readStamp(filepath.Join(l.dir, StampFile)); st != nil || l.cache == "" {
+			return st
+		}
+	}
+	return readStamp(filepath.Join(l.cache, StampFile))
+}
+
+// save stores a rebuilt index (when rebuilt) and a fresh stamp: beside the
+// shards for a gload dataset (or with no cache), else — or when that fails —
+// in the cache entry.
+func (l indexLocation) save(d *Dataset, rebuilt bool, log *slog.Logger) {
+	write := func(dir string) error {
+		if rebuilt {
+			if err := WriteIndex(dir, d.index); err != nil {
+				return err
+			}
+		}
+		return writeStamp(dir, d.index.checksum, d.shards)
+	}
+	if l.own || l.cache == "" {
+		err := write(l.dir)
+		if err == nil {
+			return
+		}
+		if l.cache == "" {
+			log.Warn("gload index not written", "dir", l.dir, "err", err)
+			return
+		}
+		log.Info("gload index not written beside the shards, using the index cache", "dir", l.dir, "err", err)
+		rebuilt = true // the cache entry needs the index too
+	}
+	err := os.MkdirAll(l.cache, 0o755)
+	if err == nil {
+		err = write(l.cache)
+	}
+	if err != nil {
+		log.Warn("gload index not written", "dir", l.dir, "cache", l.cache, "err", err)
+	}
 }
 
 // readState returns the data file names listed in dir/state.json.
@@ -172,8 +275,7 @@ func openShard(dir, name string) (*shard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open shard %s: %w", path, err)
 	}
-	sh := &shard{name: name, path: path, data: data, mapped: true, size: st.Size(), mtime: st.ModTime().UnixNano()}
-	sh.footer = footerHash(data)
+	sh := &shard{name: name, path: path, data: data, mapped: true, size: st.Size(), stat: statOf(st)}
 	if err := sh.parseSchema(); err != nil {
 		return nil, errors.Join(err, sh.close())
 	}
@@ -238,9 +340,15 @@ func (sh *shard) parseSchema() error {
 
 // scan walks every message of the shard, validating each record batch's
 // input_ids, and returns the shard's index entry and per-row lengths. It
-// reads list offsets and validity bitmaps, never token values.
-func (sh *shard) scan() (ShardEntry, []uint32, error) {
-	e := ShardEntry{Name: sh.name, Size: int64(len(sh.data)), ModTime: sh.mtime, FooterHash: sh.footer}
+// reads list offsets and validity bitmaps, never token values, and hashes the
+// file for the entry's ContentHash unless the caller passes the hash.
+func (sh *shard) scan(hash *Digest) (ShardEntry, []uint32, error) {
+	e := ShardEntry{Name: sh.name, Size: int64(len(sh.data))}
+	if hash != nil {
+		e.ContentHash = *hash
+	} else {
+		e.ContentHash = bytesDigest(sh.data)
+	}
 	var lengths []uint32
 	p := sh.firstMsg
 	for {
@@ -287,8 +395,10 @@ func (sh *shard) scan() (ShardEntry, []uint32, error) {
 }
 
 // init fills every shard's entry and d.lengths from ix where it matches the
-// files, scanning the shards where it does not; reason says why ix is nil.
-func (d *Dataset) init(ix *Index, reason string, opts OpenOptions, log *slog.Logger) error {
+// files, scanning the shards where it does not; reason says why ix is nil. A
+// shard the stamp vouches for is taken from ix as it is; any other is hashed
+// first (all of them with opts.Verify).
+func (d *Dataset) init(ix *Index, st *stamp, reason string, opts OpenOptions, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -305,28 +415,54 @@ func (d *Dataset) init(ix *Index, reason string, opts OpenOptions, log *slog.Log
 		}
 	}
 	lens := make([][]uint32, len(d.shards))
-	var stale []int
+	hashes := make([]*Digest, len(d.shards))
+	var check, stale []int
 	for k, sh := range d.shards {
 		i, ok := byName[sh.name]
-		if ok {
-			e := ix.Shards[i]
-			if e.Size == sh.size && e.ModTime == sh.mtime && e.FooterHash == sh.footer {
-				sh.entry = e
-				lens[k] = ix.Lengths[spans[i].start : spans[i].start+spans[i].rows]
-				continue
+		switch {
+		case ok && ix.Shards[i].Size == sh.size:
+			sh.entry = ix.Shards[i]
+			lens[k] = ix.Lengths[spans[i].start : spans[i].start+spans[i].rows]
+			if opts.Verify || !st.proves(ix.checksum, sh.name, sh.stat) {
+				check = append(check, k)
 			}
-			reason = fmt.Sprintf("%v: shard %s changed on disk", ErrStaleIndex, sh.name)
-		} else if ix != nil {
+			continue
+		case ok:
+			reason = fmt.Sprintf("%v: shard %s has %d bytes, the index says %d", ErrStaleIndex, sh.name, sh.size, ix.Shards[i].Size)
+		case ix != nil && len(ix.Shards) > 0:
 			reason = fmt.Sprintf("%v: shard %s not in the index", ErrStaleIndex, sh.name)
 		}
 		stale = append(stale, k)
+	}
+	if len(check) > 0 {
+		g := errgroup.Group{}
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for _, k := range check {
+			g.Go(func() error {
+				h := bytesDigest(d.shards[k].data)
+				hashes[k] = &h
+				return nil
+			})
+		}
+		_ = g.Wait()
+		for _, k := range check {
+			sh := d.shards[k]
+			if *hashes[k] != sh.entry.ContentHash {
+				log.Warn("shard content changed since it was indexed", "dir", d.dir, "shard", sh.name,
+					"sha256", hashes[k].String(), "index_sha256", sh.entry.ContentHash.String())
+				reason = fmt.Sprintf("%v: shard %s: sha256 %s, the index says %s", ErrContentMismatch, sh.name, *hashes[k], sh.entry.ContentHash)
+				stale = append(stale, k)
+			}
+		}
+		slices.Sort(stale)
+		d.verified = len(check)
 	}
 	if len(stale) > 0 {
 		g := errgroup.Group{}
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for _, k := range stale {
 			g.Go(func() error {
-				e, l, err := d.shards[k].scan()
+				e, l, err := d.shards[k].scan(hashes[k])
 				d.shards[k].entry, lens[k] = e, l
 				return err
 			})
@@ -336,6 +472,7 @@ func (d *Dataset) init(ix *Index, reason string, opts OpenOptions, log *slog.Log
 		}
 		log.Info("gload index rebuilt", "dir", d.dir, "reason", reason, "shards_scanned", len(stale), "shards", len(d.shards))
 	}
+	d.scanned = len(stale)
 	d.fromIndex = len(stale) == 0
 	// Use the index's length array in place when it covers exactly these shards in order.
 	inPlace := ix != nil && len(stale) == 0 && len(ix.Shards) == len(d.shards)
@@ -350,26 +487,25 @@ func (d *Dataset) init(ix *Index, reason string, opts OpenOptions, log *slog.Log
 	}
 	if inPlace {
 		d.lengths = ix.Lengths
+		d.index = ix
 	} else {
 		d.lengths = make([]uint32, 0, d.starts[len(d.shards)])
 		for _, l := range lens {
 			d.lengths = append(d.lengths, l...)
 		}
-	}
-	if len(stale) > 0 && opts.WriteIndex {
-		nix := &Index{TokenizerHash: d.tokHash, Lengths: d.lengths}
+		d.index = &Index{TokenizerHash: d.tokHash, Lengths: d.lengths}
 		for _, sh := range d.shards {
-			nix.Shards = append(nix.Shards, sh.entry)
+			d.index.Shards = append(d.index.Shards, sh.entry)
 		}
-		if err := WriteIndex(d.dir, nix); err != nil {
-			log.Warn("gload index not written", "dir", d.dir, "err", err)
+		if _, err := d.index.marshalUnchecked(); err != nil { // sets the checksum the stamp refers to
+			return fmt.Errorf("open dataset %s: %w", d.dir, err)
 		}
 	}
-	var fp Index
-	for _, sh := range d.shards {
-		fp.Shards = append(fp.Shards, ShardEntry{Name: sh.name, Size: sh.size, ModTime: sh.mtime, FooterHash: sh.footer})
+	if inPlace && !ix.readFP.IsZero() {
+		d.fp = ix.readFP // checked by UnmarshalIndex
+	} else {
+		d.fp = d.index.ComputeFingerprint()
 	}
-	d.fp = fp.Fingerprint()
 	d.zeroCopy = hostLittleEndian
 	d.hasLabels = len(d.shards) > 0
 	for _, sh := range d.shards {
@@ -622,13 +758,25 @@ func (d *Dataset) Column(name string, i int) (s string, ok bool, err error) {
 // order (of the first shard that has each).
 func (d *Dataset) Columns() []string { return d.columns }
 
-// Fingerprint identifies the shard files: a hash of each shard's name, size,
-// mtime and footer bytes, as 16 hex digits. It is the dataset fingerprint of
-// epoch plans and resume state.
-func (d *Dataset) Fingerprint() string { return fmt.Sprintf("%016x", d.fp) }
+// Fingerprint is the dataset's content fingerprint as 32 hex digits
+// (FingerprintString of ContentFingerprint): the identity that seeds epoch
+// plans and that resume states name. Copies of a dataset share it.
+func (d *Dataset) Fingerprint() string { return FingerprintString(d.fp) }
 
-// FingerprintUint64 is Fingerprint as a number.
-func (d *Dataset) FingerprintUint64() uint64 { return d.fp }
+// ContentFingerprint is the full fingerprint (Index.ComputeFingerprint).
+func (d *Dataset) ContentFingerprint() Digest { return d.fp }
+
+// Index returns the index in use (read from disk or rebuilt at open). It is
+// shared: callers must not modify it.
+func (d *Dataset) Index() *Index { return d.index }
+
+// ShardsVerified is how many shards Open hashed because the freshness stamp
+// could not vouch for them (or Verify was set); ShardsScanned how many it
+// re-indexed.
+func (d *Dataset) ShardsVerified() int { return d.verified }
+
+// ShardsScanned is how many shards Open had to re-index by scanning.
+func (d *Dataset) ShardsScanned() int { return d.scanned }
 
 // TokenizerHash returns the tokenizer hash stored in gload.index ("" when the
 // dataset has no index, e.g. one written by Hugging Face).
@@ -644,7 +792,7 @@ func (d *Dataset) Shards() []ShardStat {
 	for k, sh := range d.shards {
 		out[k] = ShardStat{
 			Name: sh.name, Rows: sh.entry.Rows, Tokens: sh.entry.Tokens, Bytes: sh.size,
-			Batches: len(sh.entry.Batches), IDsType: sh.ids.typeName,
+			Batches: len(sh.entry.Batches), IDsType: sh.ids.typeName, ContentHash: sh.entry.ContentHash,
 		}
 	}
 	return out

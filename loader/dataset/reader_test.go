@@ -34,35 +34,50 @@ func TestIndexRebuildAndCache(t *testing.T) {
 	if _, err := os.Stat(idx); err == nil {
 		t.Error("index written without WriteIndex")
 	}
+	os.Remove(filepath.Join(dir, StampFile))
 	checkRows(t, dir, rows, opts.Columns, OpenOptions{WriteIndex: true})
 	d3 := checkRows(t, dir, rows, opts.Columns, OpenOptions{})
 	if !d3.IndexUsed() {
 		t.Error("written index not used")
 	}
-	// The rebuilt index equals the writer's, but for the (unknowable) tokenizer and content hashes.
+	if d3.ShardsVerified() != 0 {
+		t.Errorf("fresh stamp: %d shards hashed", d3.ShardsVerified())
+	}
+	// The rebuilt index equals the writer's, content hashes and fingerprint
+	// included, but for the (unknowable) tokenizer hash.
 	ia, _ := UnmarshalIndex(orig)
 	ib, err := ReadIndex(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ia.TokenizerHash = ""
-	for k := range ia.Shards {
-		ia.Shards[k].ContentHash = 0
-	}
 	ea, _ := ia.MarshalBinary()
 	eb, _ := ib.MarshalBinary()
 	if !bytes.Equal(ea, eb) {
 		t.Error("rebuilt index differs from the writer's")
 	}
-	// A stale index keeps its tokenizer hash when rewritten.
+	if d.Fingerprint() != ia.Fingerprint() {
+		t.Errorf("rebuilt fingerprint %s, writer's %s", d.Fingerprint(), ia.Fingerprint())
+	}
+	// A touched shard is hashed, found unchanged, and the index kept (tokenizer hash included).
 	os.WriteFile(idx, orig, 0o644)
+	if d := checkRows(t, dir, rows, opts.Columns, OpenOptions{WriteIndex: true}); d.ShardsVerified() != 3 {
+		t.Errorf("stamp of another index: %d shards hashed, want 3", d.ShardsVerified())
+	}
 	touch(t, filepath.Join(dir, DataFileName(1, 3)))
 	d4 := checkRows(t, dir, rows, opts.Columns, OpenOptions{WriteIndex: true})
-	if d4.IndexUsed() || d4.TokenizerHash() != "tok" {
-		t.Errorf("stale index: IndexUsed %v, TokenizerHash %q", d4.IndexUsed(), d4.TokenizerHash())
+	if !d4.IndexUsed() || d4.TokenizerHash() != "tok" || d4.ShardsVerified() != 1 || d4.Fingerprint() != ia.Fingerprint() {
+		t.Errorf("touched shard: IndexUsed %v, TokenizerHash %q, %d verified, fingerprint %s",
+			d4.IndexUsed(), d4.TokenizerHash(), d4.ShardsVerified(), d4.Fingerprint())
 	}
-	if ix, _ := ReadIndex(dir); ix == nil || ix.TokenizerHash != "tok" || ix.Shards[0].ContentHash == 0 || ix.Shards[1].ContentHash != 0 {
-		t.Errorf("rewritten stale index: %+v", ix)
+	if got, _ := os.ReadFile(idx); !bytes.Equal(got, orig) {
+		t.Error("index rewritten after a touch")
+	}
+	if d5 := checkRows(t, dir, rows, opts.Columns, OpenOptions{}); d5.ShardsVerified() != 0 {
+		t.Errorf("after the new stamp: %d shards hashed", d5.ShardsVerified())
+	}
+	if d6 := checkRows(t, dir, rows, opts.Columns, OpenOptions{Verify: true}); d6.ShardsVerified() != 3 || !d6.IndexUsed() {
+		t.Errorf("Verify: %d shards hashed, IndexUsed %v", d6.ShardsVerified(), d6.IndexUsed())
 	}
 }
 
@@ -106,12 +121,12 @@ func TestStaleIndexDetected(t *testing.T) {
 	other := genRows(60, 0, 10, 5)
 	opts := WriterOptions{RowsPerBatch: 8}
 	cases := []struct {
-		name  string
-		apply func(t *testing.T, dir, alt string)
+		name    string
+		changed bool // the content changed: a new fingerprint
+		apply   func(t *testing.T, dir, alt string)
 	}{
-		{"touched", func(t *testing.T, dir, _ string) { touch(t, filepath.Join(dir, DataFileName(1, 2))) }},
-		{"replaced_same_size_and_mtime", func(t *testing.T, dir, alt string) {
-			// Same name, size and mtime, different bytes: only the footer hash tells.
+		{"replaced_same_size_and_mtime", true, func(t *testing.T, dir, alt string) {
+			// Same name, size and mtime, different bytes: ctime and then the content hash tell.
 			p := filepath.Join(dir, DataFileName(1, 2))
 			st, _ := os.Stat(p)
 			b, _ := os.ReadFile(p)
@@ -119,11 +134,11 @@ func TestStaleIndexDetected(t *testing.T) {
 			os.WriteFile(p, b, 0o644)
 			os.Chtimes(p, st.ModTime(), st.ModTime())
 		}},
-		{"other_dataset_index", func(t *testing.T, dir, alt string) {
+		{"other_dataset_index", false, func(t *testing.T, dir, alt string) {
 			b, _ := os.ReadFile(filepath.Join(alt, IndexFile))
 			os.WriteFile(filepath.Join(dir, IndexFile), b, 0o644)
 		}},
-		{"shard_renamed", func(t *testing.T, dir, _ string) {
+		{"shard_renamed", false, func(t *testing.T, dir, _ string) {
 			os.Rename(filepath.Join(dir, DataFileName(1, 2)), filepath.Join(dir, "moved.arrow"))
 			os.WriteFile(filepath.Join(dir, StateFile), []byte(`{"_data_files": [{"filename": "data-00000-of-00002.arrow"}, {"filename": "moved.arrow"}]}`), 0o644)
 		}},
@@ -148,8 +163,8 @@ func TestStaleIndexDetected(t *testing.T) {
 			if d.IndexUsed() {
 				t.Error("stale index used")
 			}
-			if tc.name != "other_dataset_index" && d.Fingerprint() == fp {
-				t.Error("fingerprint unchanged")
+			if tc.changed == (d.Fingerprint() == fp) {
+				t.Errorf("content changed %v, fingerprint %s before, %s after", tc.changed, fp, d.Fingerprint())
 			}
 			if d.Len() != len(rows) {
 				t.Errorf("Len %d", d.Len())
@@ -345,7 +360,7 @@ func TestCorruptShard(t *testing.T) {
 			var ix *Index
 			if withIndex {
 				e := goodIndex.Shards[0]
-				e.Size, e.FooterHash = int64(len(data)), footerHash(data)
+				e.Size = int64(len(data))
 				ix = &Index{Shards: []ShardEntry{e}, Lengths: goodIndex.Lengths}
 				if ix.validate() != nil {
 					continue

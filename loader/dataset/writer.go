@@ -2,11 +2,11 @@ package dataset
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc64"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,8 +16,6 @@ import (
 // DefaultRowsPerBatch is the record batch size used when WriterOptions leaves
 // it zero (the same as Hugging Face's writer_batch_size).
 const DefaultRowsPerBatch = 1000
-
-var crcTable = crc64.MakeTable(crc64.ECMA)
 
 // WriterOptions describe the dataset being written. All shards of one dataset
 // must be written, and finalized, with the same options.
@@ -74,7 +72,7 @@ type ShardInfo struct {
 	Rows    int64      // rows in the shard
 	Tokens  int64      // sum of Lengths
 	Bytes   int64      // file size
-	Hash    uint64     // CRC-64/ECMA of the whole file
+	Hash    Digest     // SHA-256 of the whole file (its content hash)
 	Lengths []uint32   // tokens per row
 	Batches []BatchRef // record batch table
 }
@@ -92,9 +90,9 @@ type ShardWriter struct {
 	opts           WriterOptions
 	f              *os.File
 	bw             *bufio.Writer
-	crc            hash.Hash64
-	n              int64 // bytes written to bw
-	err            error // sticky write error
+	crc            hash.Hash // SHA-256 of the bytes written
+	n              int64     // bytes written to bw
+	err            error     // sticky write error
 	done           bool
 
 	// current batch
@@ -129,7 +127,7 @@ func CreateShard(dir string, shardNum int, opts WriterOptions) (*ShardWriter, er
 	}
 	w := &ShardWriter{
 		dir: dir, tmp: tmp, name: name, opts: opts, f: f,
-		crc:   crc64.New(crcTable),
+		crc:   sha256.New(),
 		soffs: make([][]int32, len(opts.Columns)),
 		sdata: make([][]byte, len(opts.Columns)),
 	}
@@ -280,7 +278,7 @@ func (w *ShardWriter) Close() (ShardInfo, error) {
 	info := w.info
 	info.Name = w.name
 	info.Bytes = w.n
-	info.Hash = w.crc.Sum64()
+	w.crc.Sum(info.Hash[:0])
 	return info, nil
 }
 

@@ -88,7 +88,7 @@ func NewStagedUpload(ctx context.Context, st *objstore.Store, stage string, opts
 func (u *StagedUpload) Stage() string { return u.stage }
 
 func stagedName(s dataset.ShardInfo) string {
-	return fmt.Sprintf("%s/%016x-%d.arrow", uploadDir, s.Hash, s.Bytes)
+	return fmt.Sprintf("%s/%s-%d.arrow", uploadDir, s.Hash, s.Bytes)
 }
 
 // ShardDone uploads a shard the run has just completed and journaled, then the journal itself.

@@ -62,7 +62,7 @@ func run(t testing.TB, o Options) Summary {
 	return s
 }
 
-// dirBytes reads every dataset file except gload.index (which records mtimes) into one map.
+// dirBytes reads every dataset file except the freshness stamp (a cache of stat results, not content) into one map.
 func dirBytes(t testing.TB, dir string) map[string][]byte {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -71,7 +71,7 @@ func dirBytes(t testing.TB, dir string) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for _, e := range entries {
-		if e.Name() == "gload.index" {
+		if e.Name() == dataset.StampFile {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
@@ -305,6 +305,41 @@ func TestResumeAfterCancel(t *testing.T) {
 		t.Error("summary does not say resumed")
 	}
 	sameDirs(t, ref, out)
+}
+
+// TestResumeVerifiesJournaledShards: a byte flipped in a completed shard
+// between a kill and --resume is caught, naming the file (issue 10, item 8).
+func TestResumeVerifiesJournaledShards(t *testing.T) {
+	tok := loadTok(t)
+	dir := t.TempDir()
+	in, _ := writeCorpus(t, dir, 800)
+	out := filepath.Join(dir, "out")
+	ctx, cancel := context.WithCancel(context.Background())
+	o := Options{Inputs: []string{in}, Engine: tok, Workers: 2, ShardSize: 15000, Out: out}
+	hook := &cancelAfterShards{n: 2, cancel: cancel}
+	testHookShardClosed = hook.tick
+	defer func() { testHookShardClosed = nil }()
+	if _, err := Run(ctx, o); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	testHookShardClosed = nil
+	shard := filepath.Join(out, dataset.ShardName(0))
+	b, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-20] ^= 1
+	if err := os.WriteFile(shard, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.Resume = true
+	_, err = Run(context.Background(), o)
+	if !errors.Is(err, dataset.ErrContentMismatch) || !strings.Contains(err.Error(), shard) {
+		t.Fatalf("resume over a modified shard: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "state.json")); err == nil {
+		t.Fatal("resume over a modified shard finalized the dataset")
+	}
 }
 
 type cancelAfterShards struct {

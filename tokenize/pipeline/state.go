@@ -17,7 +17,8 @@ import (
 // journalName is the resume journal: present only while a run is unfinished.
 const journalName = "gload.progress.json"
 
-const journalVersion = 2 // 2: Stats.Written
+// journalVersion 3: shard content hashes are SHA-256 (2: Stats.Written; 1 held CRC-64s).
+const journalVersion = 3
 
 // journal records what an interrupted run had completed: its shards and where the input stands after them.
 type journal struct {
@@ -143,6 +144,9 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		if err := removeStray(o.Out, st.j.Shards); err != nil {
 			return nil, err
 		}
+		if err := verifyJournaled(o.Out, st.j.Shards); err != nil {
+			return nil, err
+		}
 		st.resumed = true
 		return st, nil
 	case o.Overwrite:
@@ -170,10 +174,25 @@ func withoutLock(entries []os.DirEntry) []os.DirEntry {
 	return out
 }
 
+// verifyJournaled checks that every shard the journal lists still holds the
+// bytes that were hashed when it was written (renamed to its data file name by
+// an interrupted Finalize, or not yet).
+func verifyJournaled(dir string, shards []dataset.ShardInfo) error {
+	for i, s := range shards {
+		if _, err := os.Stat(filepath.Join(dir, s.Name)); errors.Is(err, os.ErrNotExist) {
+			s.Name = dataset.DataFileName(i, len(shards))
+		}
+		if err := dataset.VerifyShard(dir, s); err != nil {
+			return fmt.Errorf("tokenize: --resume: %w; the shard was modified after it was written: start again with --overwrite", err)
+		}
+	}
+	return nil
+}
+
 // isDatasetFile reports whether a directory entry is something a gload run writes.
 func isDatasetFile(name string) bool {
 	switch name {
-	case "state.json", "dataset_info.json", "gload.index", journalName:
+	case "state.json", "dataset_info.json", "gload.index", dataset.StampFile, journalName:
 		return true
 	}
 	return strings.HasSuffix(name, ".arrow") || strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".arrow.")
