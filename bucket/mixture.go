@@ -513,6 +513,16 @@ func (s *sourceStream) take(u, count int64) []int32 {
 // length returns the token count of the row at stream position u.
 func (s *sourceStream) length(u int64) uint32 { return s.lengths[s.at(u)] }
 
+// MixtureFingerprint is what [Mixture.Fingerprint] will be for these
+// sources and mc, without planning (it reads no lengths but their count).
+func MixtureFingerprint(sources []Source, mc MixConfig) (string, error) {
+	w, until, err := checkMix(sources, mc)
+	if err != nil {
+		return "", err
+	}
+	return mixFingerprint(sources, w, until, mc), nil
+}
+
 // Fingerprint identifies the mixture's plan (what resume states name).
 func (m *Mixture) Fingerprint() string { return m.fingerprint }
 

@@ -29,6 +29,9 @@ const (
 type Config struct {
 	// Datasets maps the names clients use to dataset directories.
 	Datasets map[string]string
+	// Mixtures maps names clients use to weighted mixtures of Datasets
+	// (a name may not be both a dataset and a mixture).
+	Mixtures map[string]MixtureSpec
 	// MaxPrefetch bounds the prefetch depth a client may ask for (default 64).
 	MaxPrefetch int
 	// DefaultPrefetch is granted to clients that ask for 0 (default 8).
@@ -86,6 +89,14 @@ var datasetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 func (c Config) normalized() (Config, error) {
 	if len(c.Datasets) == 0 {
 		return c, fmt.Errorf("%w: no datasets", ErrConfig)
+	}
+	for name := range c.Mixtures {
+		if !datasetName.MatchString(name) {
+			return c, fmt.Errorf("%w: mixture name %q: want letters, digits, '.', '_' or '-' (at most 64)", ErrConfig, name)
+		}
+		if _, ok := c.Datasets[name]; ok {
+			return c, fmt.Errorf("%w: %q names both a dataset and a mixture", ErrConfig, name)
+		}
 	}
 	for name, dir := range c.Datasets {
 		if !datasetName.MatchString(name) {

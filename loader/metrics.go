@@ -15,18 +15,20 @@ const otherClient = "_other"
 
 // metrics are one Server's Prometheus series, in a registry of its own.
 type metrics struct {
-	reg          *prometheus.Registry
-	batches      *prometheus.CounterVec
-	bytes        *prometheus.CounterVec
-	streams      *prometheus.GaugeVec
-	streamErrors *prometheus.CounterVec
-	planSeconds  *prometheus.HistogramVec
-	planCache    *prometheus.CounterVec
-	queueDepth   *prometheus.GaugeVec
-	waitSeconds  *prometheus.HistogramVec
-	stepSeconds  *prometheus.HistogramVec
-	waitShare    *prometheus.GaugeVec
-	labels       *clientLabels
+	reg     *prometheus.Registry
+	batches *prometheus.CounterVec
+	// mixRows and mixTokens count what mixtures delivered per source.
+	mixRows, mixTokens *prometheus.CounterVec
+	bytes              *prometheus.CounterVec
+	streams            *prometheus.GaugeVec
+	streamErrors       *prometheus.CounterVec
+	planSeconds        *prometheus.HistogramVec
+	planCache          *prometheus.CounterVec
+	queueDepth         *prometheus.GaugeVec
+	waitSeconds        *prometheus.HistogramVec
+	stepSeconds        *prometheus.HistogramVec
+	waitShare          *prometheus.GaugeVec
+	labels             *clientLabels
 	// authRefused counts calls refused for a missing or wrong token (auth.go).
 	authRefused prometheus.Counter
 	// limitRefused counts streams refused by a server-wide limit (limits.go).
@@ -39,6 +41,12 @@ func newMetrics(maxClients int) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	ds := []string{"dataset"}
 	dc := []string{"dataset", "client"}
+	m.mixRows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gload_mixture_source_rows_total", Help: "Rows (packed: documents) a mixture delivered, per source.",
+	}, []string{"dataset", "source"})
+	m.mixTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gload_mixture_source_tokens_total", Help: "Tokens a mixture delivered, per source.",
+	}, []string{"dataset", "source"})
 	m.batches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gload_batches_sent_total", Help: "Batches sent to clients.",
 	}, ds)
@@ -81,7 +89,7 @@ func newMetrics(maxClients int) *metrics {
 	m.bufferBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gload_reserved_buffer_bytes", Help: "Bytes reserved by open streams for in-flight batches (gRPC buffers and shm rings).",
 	})
-	m.reg.MustRegister(m.batches, m.bytes, m.streams, m.streamErrors, m.planSeconds, m.planCache,
+	m.reg.MustRegister(m.mixRows, m.mixTokens, m.batches, m.bytes, m.streams, m.streamErrors, m.planSeconds, m.planCache,
 		m.queueDepth, m.waitSeconds, m.stepSeconds, m.waitShare, m.authRefused, m.limitRefused, m.bufferBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.labels = newClientLabels(maxClients, func(client string) {

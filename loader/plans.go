@@ -131,14 +131,14 @@ type planCache struct {
 
 type planEntry struct {
 	key  planKey
-	plan *bucket.Plan
+	plan epochPlan
 }
 
 func newPlanCache(capacity int, observe func(string, time.Duration, bool)) *planCache {
 	return &planCache{cap: capacity, ll: list.New(), items: map[planKey]*list.Element{}, observe: observe}
 }
 
-func (c *planCache) lookup(k planKey) *bucket.Plan {
+func (c *planCache) lookup(k planKey) epochPlan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[k]; ok {
@@ -148,7 +148,7 @@ func (c *planCache) lookup(k planKey) *bucket.Plan {
 	return nil
 }
 
-func (c *planCache) store(k planKey, p *bucket.Plan) {
+func (c *planCache) store(k planKey, p epochPlan) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[k]; ok {
@@ -165,8 +165,23 @@ func (c *planCache) store(k planKey, p *bucket.Plan) {
 
 // get returns the plan for k, computing it with lengths and cfg on a miss.
 func (c *planCache) get(k planKey, lengths []uint32, cfg bucket.Config) (*bucket.Plan, error) {
+	p, err := c.getWith(k, string(cfg.Policy), func() (epochPlan, error) {
+		return bucket.NewPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	bp, ok := p.(*bucket.Plan)
+	if !ok {
+		return nil, fmt.Errorf("plan %s: internal error: unexpected %T", k, p)
+	}
+	return bp, nil
+}
+
+// getWith returns the plan for k, computing it with build on a miss.
+func (c *planCache) getWith(k planKey, policy string, build func() (epochPlan, error)) (epochPlan, error) {
 	if p := c.lookup(k); p != nil {
-		c.observe(string(cfg.Policy), 0, true)
+		c.observe(policy, 0, true)
 		return p, nil
 	}
 	v, err, _ := c.group.Do(k.String(), func() (any, error) {
@@ -174,18 +189,18 @@ func (c *planCache) get(k planKey, lengths []uint32, cfg bucket.Config) (*bucket
 			return p, nil
 		}
 		t0 := time.Now()
-		p, err := bucket.NewPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg)
+		p, err := build()
 		if err != nil {
 			return nil, err
 		}
-		c.observe(string(cfg.Policy), time.Since(t0), false)
+		c.observe(policy, time.Since(t0), false)
 		c.store(k, p)
 		return p, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	p, ok := v.(*bucket.Plan)
+	p, ok := v.(epochPlan)
 	if !ok {
 		return nil, fmt.Errorf("plan %s: internal error: unexpected %T", k, v)
 	}

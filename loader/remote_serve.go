@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gload/gload/bucket"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/gpuwatch"
 	"github.com/gload/gload/loader/objstore"
@@ -183,7 +182,7 @@ func newRemoteFeed(c *consumer) *remoteFeed {
 }
 
 // acquire makes batch i (global g) of the stream local and pinned; waiting runs if a shard must be downloaded first.
-func (f *remoteFeed) acquire(ctx context.Context, i, g int, plan *bucket.Plan, waiting func()) (func(), error) {
+func (f *remoteFeed) acquire(ctx context.Context, i, g int, plan epochPlan, waiting func()) (func(), error) {
 	if f == nil {
 		return noRelease, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -19,6 +20,9 @@ func (s *Server) ListDatasets(context.Context, *gloadpb.ListDatasetsRequest) (*g
 	out := &gloadpb.ListDatasetsResponse{}
 	for _, n := range s.names {
 		out.Datasets = append(out.Datasets, s.datasets[n].info)
+	}
+	for _, n := range sortedNamesOf(s.mixtures) {
+		out.Datasets = append(out.Datasets, s.mixtures[n].info)
 	}
 	return out, nil
 }
@@ -47,6 +51,9 @@ func (s *Server) Plan(ctx context.Context, req *gloadpb.PlanRequest) (*gloadpb.P
 		Shapes:        wireShapes(c.plan.Shapes()),
 		PaddingShare:  st.PaddingShare,
 		Start:         c.start,
+		Sources:       c.ds.sourceNames(),
+		SourceOffsets: c.ds.sourceOffsets(),
+		Shares:        wireShares(c.plan),
 	}, nil
 }
 
@@ -63,7 +70,7 @@ type consumer struct {
 	ds                           *served
 	open                         *gloadpb.Open
 	cfg                          bucket.Config
-	plan                         *bucket.Plan
+	plan                         epochPlan
 	start                        *gloadpb.ResumeState
 	rank, world, worker, workers int
 	assigned                     []int
@@ -76,10 +83,18 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 	if open == nil {
 		return nil, status.Error(codes.InvalidArgument, "open: missing (the first message of a stream must be open)")
 	}
-	d, ok := s.datasets[open.Dataset]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "dataset: %q is not served here; this server serves: %s",
-			open.Dataset, strings.Join(s.names, ", "))
+	d, err := s.mixTarget(open)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		var ok bool
+		if d, ok = s.datasets[open.Dataset]; !ok {
+			if d, ok = s.mixtures[open.Dataset]; !ok {
+				return nil, status.Errorf(codes.NotFound, "dataset: %q is not served here; this server serves: %s",
+					open.Dataset, strings.Join(append(slices.Clone(s.names), sortedNamesOf(s.mixtures)...), ", "))
+			}
+		}
 	}
 	if err := d.check(); err != nil {
 		s.log.Warn("dataset refused", "dataset", d.name, "err", err)
@@ -107,6 +122,12 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 	probe := policyConfig(open.Policy, 1)
 	phash := policyHash(probe)
 	if r := open.Resume; r != nil {
+		if r.Fingerprint != d.info.Fingerprint && d.mix != nil {
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"resume.fingerprint: the state was saved under another mixture (state %s, mixture %s now %s): "+
+					"weights, sources or epoch length changed, which makes a new plan; resume with the old mixture or start the new one without resume state",
+				r.Fingerprint, d.name, d.info.Fingerprint)
+		}
 		if r.Fingerprint != d.info.Fingerprint {
 			return nil, status.Errorf(codes.FailedPrecondition,
 				"resume.fingerprint: dataset changed since the state was saved (state %s, dataset %s now %s)",
@@ -130,9 +151,24 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 	}
 	cfg := policyConfig(open.Policy, planWorld)
 	key := planKey{fingerprint: d.info.Fingerprint, seed: open.Seed, epoch: int(open.Epoch), policy: phash, planWorld: planWorld}
-	plan, err := s.plans.get(key, d.ds.Lengths(), cfg)
-	if err != nil {
-		return nil, planStatus(err)
+	var plan epochPlan
+	if d.mix != nil {
+		m := d.mix
+		plan, err = s.plans.getWith(key, string(cfg.Policy), func() (epochPlan, error) {
+			mp, err := bucket.NewMixture(m.sources, open.Seed, int(open.Epoch), cfg, m.mc)
+			if err != nil {
+				return nil, err
+			}
+			return &mixPlan{Mixture: mp, offsets: m.offsets}, nil
+		})
+		if err != nil {
+			return nil, mixStatus("open.mixture", err)
+		}
+	} else {
+		plan, err = s.plans.get(key, d.ds.Lengths(), cfg)
+		if err != nil {
+			return nil, planStatus(err)
+		}
 	}
 	assigned, err := plan.Assign(int(consumed), int(open.Rank), world, int(open.Worker), workers)
 	if err != nil {
@@ -156,7 +192,7 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 }
 
 // checkShapes refuses plans whose largest batch exceeds MaxBatchBytes.
-func (s *Server) checkShapes(p *bucket.Plan, cfg bucket.Config) error {
+func (s *Server) checkShapes(p epochPlan, cfg bucket.Config) error {
 	per := int64(4)
 	if cfg.Policy == bucket.Packed {
 		per = 8 // input_ids and position_ids

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/objstore"
@@ -33,6 +34,8 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	datasets map[string]*served
+	// mixtures are the mixtures of datasets the server was started with.
+	mixtures map[string]*served
 	names    []string
 	plans    *planCache
 	pool     *bufPool
@@ -69,6 +72,8 @@ type served struct {
 	waitTimes  []time.Time // when they waited (recent ones), for the watch
 	// broken holds the reason the dataset is refused, once it is.
 	broken atomic.Pointer[string]
+	// mix is set for a mixture of datasets (mixture.go); ds is nil then.
+	mix *mixServed
 }
 
 // shardFile is what a shard looked like on disk when the dataset was opened.
@@ -125,6 +130,17 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 		s.datasets[name] = d
 		s.metrics.streams.WithLabelValues(name).Set(0)
+	}
+	s.mixtures = map[string]*served{}
+	for _, name := range sortedMixtureNames(cfg.Mixtures) {
+		d, err := s.newMixture(name, cfg.Mixtures[name], "mixture "+name)
+		if err != nil {
+			err = fmt.Errorf("%w: %s", ErrConfig, status.Convert(err).Message())
+			s.log.Error("mixture refused", "mixture", name, "err", err)
+			return nil, errors.Join(err, s.closeDatasets())
+		}
+		s.mixtures[name] = d
+		s.log.Info("mixture ready", "mixture", name, "sources", len(d.mix.parts), "fingerprint", d.info.Fingerprint)
 	}
 	removed, err := shm.Sweep(cfg.ShmDir)
 	for _, p := range removed {
@@ -194,6 +210,14 @@ func (s *Server) openDataset(name, dir string) (*served, error) {
 func (d *served) check() error {
 	if r := d.broken.Load(); r != nil {
 		return fmt.Errorf("%w: %s", ErrDataset, *r)
+	}
+	if d.mix != nil {
+		for _, p := range d.mix.parts {
+			if err := p.check(); err != nil {
+				return fmt.Errorf("mixture %s: source %s: %w", d.name, p.name, err)
+			}
+		}
+		return nil
 	}
 	for _, f := range d.files {
 		fi, err := os.Stat(f.path)

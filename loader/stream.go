@@ -169,14 +169,17 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	}()
 
 	opened := &gloadpb.Opened{
-		Fingerprint: c.ds.info.Fingerprint,
-		Batches:     uint64(len(c.assigned)),
-		Start:       c.start,
-		Shapes:      wireShapes(c.plan.Shapes()),
-		Prefetch:    uint32(prefetch),
-		WorldSize:   uint32(c.world),
-		NumWorkers:  uint32(c.workers),
-		PadId:       c.padID,
+		Fingerprint:   c.ds.info.Fingerprint,
+		Batches:       uint64(len(c.assigned)),
+		Start:         c.start,
+		Shapes:        wireShapes(c.plan.Shapes()),
+		Prefetch:      uint32(prefetch),
+		WorldSize:     uint32(c.world),
+		NumWorkers:    uint32(c.workers),
+		PadId:         c.padID,
+		Sources:       c.ds.sourceNames(),
+		SourceOffsets: c.ds.sourceOffsets(),
+		Shares:        wireShares(c.plan),
 	}
 	var ring *shm.Ring
 	var layout shm.Layout
@@ -218,7 +221,8 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	}
 
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	asm := newAssembler(c.ds.ds, s.pool, s.cfg.MaxBatchBytes)
+	asm := newAssembler(c.ds.tokens(), s.pool, s.cfg.MaxBatchBytes)
+	mixCount := s.newMixCounter(c.ds)
 	feed := newRemoteFeed(c) // object storage: shards fetched in this stream's plan order
 	defer feed.close()
 	packed := c.cfg.Policy == bucket.Packed
@@ -256,6 +260,9 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		}
 		batches.Inc()
 		bytes.Add(float64(n))
+		if mixCount != nil {
+			mixCount.count(c.ds.mix, c.plan.Batch(g))
+		}
 	}
 	end := &gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_End{End: &gloadpb.End{Batches: uint64(len(c.assigned))}}}
 	if err := stream.Send(end); err != nil {
@@ -421,6 +428,10 @@ func ringNeed(c *consumer) shm.Need {
 func (d *served) shardOf(row int) string {
 	if row < 0 {
 		return "a shard"
+	}
+	if d.mix != nil {
+		s, r := d.mix.locate(row)
+		return "source " + d.mix.parts[s].name + " " + d.mix.parts[s].shardOf(r)
 	}
 	n := int64(row)
 	for _, sh := range d.ds.Shards() {

@@ -336,21 +336,29 @@ func (x *ResumeState) GetPlanWorld() uint32 {
 }
 
 type Open struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Dataset       string                 `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
-	Rank          uint32                 `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
-	WorldSize     uint32                 `protobuf:"varint,3,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"` // 0 means 1
-	Worker        uint32                 `protobuf:"varint,4,opt,name=worker,proto3" json:"worker,omitempty"`
-	NumWorkers    uint32                 `protobuf:"varint,5,opt,name=num_workers,json=numWorkers,proto3" json:"num_workers,omitempty"` // 0 means 1
-	Seed          uint64                 `protobuf:"varint,6,opt,name=seed,proto3" json:"seed,omitempty"`
-	Epoch         uint32                 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Policy        *BatchPolicy           `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
-	Resume        *ResumeState           `protobuf:"bytes,9,opt,name=resume,proto3" json:"resume,omitempty"` // absent: start of the epoch
-	Transport     Transport              `protobuf:"varint,10,opt,name=transport,proto3,enum=gload.v1.Transport" json:"transport,omitempty"`
-	Prefetch      uint32                 `protobuf:"varint,11,opt,name=prefetch,proto3" json:"prefetch,omitempty"`                // batches the server may run ahead (bounded by the server's limit; 0: server default)
-	ClientId      string                 `protobuf:"bytes,12,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"` // free-form name for reports and metrics
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Dataset    string                 `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
+	Rank       uint32                 `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
+	WorldSize  uint32                 `protobuf:"varint,3,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"` // 0 means 1
+	Worker     uint32                 `protobuf:"varint,4,opt,name=worker,proto3" json:"worker,omitempty"`
+	NumWorkers uint32                 `protobuf:"varint,5,opt,name=num_workers,json=numWorkers,proto3" json:"num_workers,omitempty"` // 0 means 1
+	Seed       uint64                 `protobuf:"varint,6,opt,name=seed,proto3" json:"seed,omitempty"`
+	Epoch      uint32                 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Policy     *BatchPolicy           `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
+	Resume     *ResumeState           `protobuf:"bytes,9,opt,name=resume,proto3" json:"resume,omitempty"` // absent: start of the epoch
+	Transport  Transport              `protobuf:"varint,10,opt,name=transport,proto3,enum=gload.v1.Transport" json:"transport,omitempty"`
+	Prefetch   uint32                 `protobuf:"varint,11,opt,name=prefetch,proto3" json:"prefetch,omitempty"`                // batches the server may run ahead (bounded by the server's limit; 0: server default)
+	ClientId   string                 `protobuf:"bytes,12,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"` // free-form name for reports and metrics
+	// Mixtures (issue 13): the stream reads a weighted mixture of datasets instead of one. Either `dataset` names a
+	// mixture the server was started with, or `mixture` lists the sources here (then `dataset` is only a label).
+	Mixture                []*MixtureSource `protobuf:"bytes,50,rep,name=mixture,proto3" json:"mixture,omitempty"`
+	MixBy                  string           `protobuf:"bytes,51,opt,name=mix_by,json=mixBy,proto3" json:"mix_by,omitempty"`                                                       // "samples" (default: weights are shares of rows) or "tokens"
+	EpochSamples           uint64           `protobuf:"varint,52,opt,name=epoch_samples,json=epochSamples,proto3" json:"epoch_samples,omitempty"`                                 // rows of a mixture epoch (0: all sources' rows together)
+	EpochTokens            uint64           `protobuf:"varint,53,opt,name=epoch_tokens,json=epochTokens,proto3" json:"epoch_tokens,omitempty"`                                    // mix_by=tokens: tokens of a mixture epoch (0: all sources' tokens)
+	EpochUntil             string           `protobuf:"bytes,54,opt,name=epoch_until,json=epochUntil,proto3" json:"epoch_until,omitempty"`                                        // the epoch ends when this source has been seen exactly once
+	AllowTokenizerMismatch bool             `protobuf:"varint,55,opt,name=allow_tokenizer_mismatch,json=allowTokenizerMismatch,proto3" json:"allow_tokenizer_mismatch,omitempty"` // mix sources whose tokenizer hashes differ
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Open) Reset() {
@@ -467,7 +475,179 @@ func (x *Open) GetClientId() string {
 	return ""
 }
 
+func (x *Open) GetMixture() []*MixtureSource {
+	if x != nil {
+		return x.Mixture
+	}
+	return nil
+}
+
+func (x *Open) GetMixBy() string {
+	if x != nil {
+		return x.MixBy
+	}
+	return ""
+}
+
+func (x *Open) GetEpochSamples() uint64 {
+	if x != nil {
+		return x.EpochSamples
+	}
+	return 0
+}
+
+func (x *Open) GetEpochTokens() uint64 {
+	if x != nil {
+		return x.EpochTokens
+	}
+	return 0
+}
+
+func (x *Open) GetEpochUntil() string {
+	if x != nil {
+		return x.EpochUntil
+	}
+	return ""
+}
+
+func (x *Open) GetAllowTokenizerMismatch() bool {
+	if x != nil {
+		return x.AllowTokenizerMismatch
+	}
+	return false
+}
+
 // Ack hands a batch back: it returns one credit and, over shared memory, the slot.
+// MixtureSource is one dataset of a mixture and its weight (weights are normalised to sum 1; 0 leaves it out).
+type MixtureSource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dataset       string                 `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
+	Weight        float64                `protobuf:"fixed64,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MixtureSource) Reset() {
+	*x = MixtureSource{}
+	mi := &file_gload_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MixtureSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MixtureSource) ProtoMessage() {}
+
+func (x *MixtureSource) ProtoReflect() protoreflect.Message {
+	mi := &file_gload_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MixtureSource.ProtoReflect.Descriptor instead.
+func (*MixtureSource) Descriptor() ([]byte, []int) {
+	return file_gload_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MixtureSource) GetDataset() string {
+	if x != nil {
+		return x.Dataset
+	}
+	return ""
+}
+
+func (x *MixtureSource) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+// MixtureShare is what one source contributes to a mixture epoch.
+type MixtureShare struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Weight        float64                `protobuf:"fixed64,2,opt,name=weight,proto3" json:"weight,omitempty"` // normalised
+	Rows          uint64                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`      // rows of this source in the epoch
+	Tokens        uint64                 `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`  // their tokens
+	Start         uint64                 `protobuf:"varint,5,opt,name=start,proto3" json:"start,omitempty"`    // rows of this source that earlier epochs took
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MixtureShare) Reset() {
+	*x = MixtureShare{}
+	mi := &file_gload_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MixtureShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MixtureShare) ProtoMessage() {}
+
+func (x *MixtureShare) ProtoReflect() protoreflect.Message {
+	mi := &file_gload_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MixtureShare.ProtoReflect.Descriptor instead.
+func (*MixtureShare) Descriptor() ([]byte, []int) {
+	return file_gload_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MixtureShare) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *MixtureShare) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *MixtureShare) GetRows() uint64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *MixtureShare) GetTokens() uint64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *MixtureShare) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -478,7 +658,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_gload_proto_msgTypes[3]
+	mi := &file_gload_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +670,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[3]
+	mi := &file_gload_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +683,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{3}
+	return file_gload_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -533,7 +713,7 @@ type StepReport struct {
 
 func (x *StepReport) Reset() {
 	*x = StepReport{}
-	mi := &file_gload_proto_msgTypes[4]
+	mi := &file_gload_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +725,7 @@ func (x *StepReport) String() string {
 func (*StepReport) ProtoMessage() {}
 
 func (x *StepReport) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[4]
+	mi := &file_gload_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +738,7 @@ func (x *StepReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepReport.ProtoReflect.Descriptor instead.
 func (*StepReport) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{4}
+	return file_gload_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StepReport) GetSeq() uint64 {
@@ -603,7 +783,7 @@ type ClientMessage struct {
 
 func (x *ClientMessage) Reset() {
 	*x = ClientMessage{}
-	mi := &file_gload_proto_msgTypes[5]
+	mi := &file_gload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +795,7 @@ func (x *ClientMessage) String() string {
 func (*ClientMessage) ProtoMessage() {}
 
 func (x *ClientMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[5]
+	mi := &file_gload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +808,7 @@ func (x *ClientMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientMessage.ProtoReflect.Descriptor instead.
 func (*ClientMessage) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{5}
+	return file_gload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ClientMessage) GetMsg() isClientMessage_Msg {
@@ -697,7 +877,7 @@ type Shape struct {
 
 func (x *Shape) Reset() {
 	*x = Shape{}
-	mi := &file_gload_proto_msgTypes[6]
+	mi := &file_gload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +889,7 @@ func (x *Shape) String() string {
 func (*Shape) ProtoMessage() {}
 
 func (x *Shape) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[6]
+	mi := &file_gload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +902,7 @@ func (x *Shape) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shape.ProtoReflect.Descriptor instead.
 func (*Shape) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{6}
+	return file_gload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Shape) GetRows() uint32 {
@@ -753,7 +933,7 @@ type SlotLayout struct {
 
 func (x *SlotLayout) Reset() {
 	*x = SlotLayout{}
-	mi := &file_gload_proto_msgTypes[7]
+	mi := &file_gload_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +945,7 @@ func (x *SlotLayout) String() string {
 func (*SlotLayout) ProtoMessage() {}
 
 func (x *SlotLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[7]
+	mi := &file_gload_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +958,7 @@ func (x *SlotLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotLayout.ProtoReflect.Descriptor instead.
 func (*SlotLayout) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{7}
+	return file_gload_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SlotLayout) GetInputIds() uint64 {
@@ -817,26 +997,31 @@ func (x *SlotLayout) GetCuSeqlens() uint64 {
 }
 
 type Opened struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	Batches       uint64                 `protobuf:"varint,2,opt,name=batches,proto3" json:"batches,omitempty"`                      // batches this consumer will receive
-	Start         *ResumeState           `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`                           // the plan and position this stream starts from
-	Shapes        []*Shape               `protobuf:"bytes,4,rep,name=shapes,proto3" json:"shapes,omitempty"`                         // the distinct shapes of the epoch, in warm-up order
-	Prefetch      uint32                 `protobuf:"varint,5,opt,name=prefetch,proto3" json:"prefetch,omitempty"`                    // granted prefetch depth
-	ShmPath       string                 `protobuf:"bytes,6,opt,name=shm_path,json=shmPath,proto3" json:"shm_path,omitempty"`        // shm: the ring file
-	SlotBytes     uint64                 `protobuf:"varint,7,opt,name=slot_bytes,json=slotBytes,proto3" json:"slot_bytes,omitempty"` // shm: bytes per slot
-	Slots         uint32                 `protobuf:"varint,8,opt,name=slots,proto3" json:"slots,omitempty"`                          // shm: slots in the ring (= prefetch)
-	Layout        *SlotLayout            `protobuf:"bytes,9,opt,name=layout,proto3" json:"layout,omitempty"`                         // shm: where each buffer sits inside a slot
-	WorldSize     uint32                 `protobuf:"varint,10,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
-	NumWorkers    uint32                 `protobuf:"varint,11,opt,name=num_workers,json=numWorkers,proto3" json:"num_workers,omitempty"`
-	PadId         int32                  `protobuf:"varint,75,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"` // the token id input_ids are padded with in this stream
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Batches     uint64                 `protobuf:"varint,2,opt,name=batches,proto3" json:"batches,omitempty"`                      // batches this consumer will receive
+	Start       *ResumeState           `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`                           // the plan and position this stream starts from
+	Shapes      []*Shape               `protobuf:"bytes,4,rep,name=shapes,proto3" json:"shapes,omitempty"`                         // the distinct shapes of the epoch, in warm-up order
+	Prefetch    uint32                 `protobuf:"varint,5,opt,name=prefetch,proto3" json:"prefetch,omitempty"`                    // granted prefetch depth
+	ShmPath     string                 `protobuf:"bytes,6,opt,name=shm_path,json=shmPath,proto3" json:"shm_path,omitempty"`        // shm: the ring file
+	SlotBytes   uint64                 `protobuf:"varint,7,opt,name=slot_bytes,json=slotBytes,proto3" json:"slot_bytes,omitempty"` // shm: bytes per slot
+	Slots       uint32                 `protobuf:"varint,8,opt,name=slots,proto3" json:"slots,omitempty"`                          // shm: slots in the ring (= prefetch)
+	Layout      *SlotLayout            `protobuf:"bytes,9,opt,name=layout,proto3" json:"layout,omitempty"`                         // shm: where each buffer sits inside a slot
+	WorldSize   uint32                 `protobuf:"varint,10,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
+	NumWorkers  uint32                 `protobuf:"varint,11,opt,name=num_workers,json=numWorkers,proto3" json:"num_workers,omitempty"`
+	PadId       int32                  `protobuf:"varint,75,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"` // the token id input_ids are padded with in this stream
+	// Mixtures: the sources in id order, and where each one's rows start in `index`: a batch's index entry v is row
+	// v − source_offsets[s] of source s, the largest s with source_offsets[s] ≤ v.
+	Sources       []string        `protobuf:"bytes,50,rep,name=sources,proto3" json:"sources,omitempty"`
+	SourceOffsets []uint64        `protobuf:"varint,51,rep,packed,name=source_offsets,json=sourceOffsets,proto3" json:"source_offsets,omitempty"`
+	Shares        []*MixtureShare `protobuf:"bytes,52,rep,name=shares,proto3" json:"shares,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Opened) Reset() {
 	*x = Opened{}
-	mi := &file_gload_proto_msgTypes[8]
+	mi := &file_gload_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1033,7 @@ func (x *Opened) String() string {
 func (*Opened) ProtoMessage() {}
 
 func (x *Opened) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[8]
+	mi := &file_gload_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1046,7 @@ func (x *Opened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Opened.ProtoReflect.Descriptor instead.
 func (*Opened) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{8}
+	return file_gload_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Opened) GetFingerprint() string {
@@ -948,6 +1133,27 @@ func (x *Opened) GetPadId() int32 {
 	return 0
 }
 
+func (x *Opened) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *Opened) GetSourceOffsets() []uint64 {
+	if x != nil {
+		return x.SourceOffsets
+	}
+	return nil
+}
+
+func (x *Opened) GetShares() []*MixtureShare {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
 // Batch is one batch of `rows` sequences padded to `length` tokens.
 type Batch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -970,7 +1176,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_gload_proto_msgTypes[9]
+	mi := &file_gload_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1188,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[9]
+	mi := &file_gload_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1201,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{9}
+	return file_gload_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Batch) GetSeq() uint64 {
@@ -1098,7 +1304,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_gload_proto_msgTypes[10]
+	mi := &file_gload_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1316,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[10]
+	mi := &file_gload_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1329,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{10}
+	return file_gload_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *End) GetBatches() uint64 {
@@ -1147,7 +1353,7 @@ type ServerMessage struct {
 
 func (x *ServerMessage) Reset() {
 	*x = ServerMessage{}
-	mi := &file_gload_proto_msgTypes[11]
+	mi := &file_gload_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1365,7 @@ func (x *ServerMessage) String() string {
 func (*ServerMessage) ProtoMessage() {}
 
 func (x *ServerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[11]
+	mi := &file_gload_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1378,7 @@ func (x *ServerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerMessage.ProtoReflect.Descriptor instead.
 func (*ServerMessage) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{11}
+	return file_gload_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServerMessage) GetMsg() isServerMessage_Msg {
@@ -1239,7 +1445,7 @@ type ListDatasetsRequest struct {
 
 func (x *ListDatasetsRequest) Reset() {
 	*x = ListDatasetsRequest{}
-	mi := &file_gload_proto_msgTypes[12]
+	mi := &file_gload_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1457,7 @@ func (x *ListDatasetsRequest) String() string {
 func (*ListDatasetsRequest) ProtoMessage() {}
 
 func (x *ListDatasetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[12]
+	mi := &file_gload_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1470,7 @@ func (x *ListDatasetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDatasetsRequest.ProtoReflect.Descriptor instead.
 func (*ListDatasetsRequest) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{12}
+	return file_gload_proto_rawDescGZIP(), []int{14}
 }
 
 type DatasetInfo struct {
@@ -1279,13 +1485,15 @@ type DatasetInfo struct {
 	PadId         int32                  `protobuf:"varint,72,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"`         // the pad token id recorded when the dataset was written (meaningful when pad_from is set)
 	PadToken      string                 `protobuf:"bytes,73,opt,name=pad_token,json=padToken,proto3" json:"pad_token,omitempty"` // its text
 	PadFrom       string                 `protobuf:"bytes,74,opt,name=pad_from,json=padFrom,proto3" json:"pad_from,omitempty"`    // "pad_token", "eos_token" (the tokenizer had no pad token) or "flag"; "" when none was recorded
+	Mixture       []*MixtureSource       `protobuf:"bytes,50,rep,name=mixture,proto3" json:"mixture,omitempty"`                   // a mixture the server was started with: its sources (rows/tokens are their sums)
+	MixBy         string                 `protobuf:"bytes,51,opt,name=mix_by,json=mixBy,proto3" json:"mix_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DatasetInfo) Reset() {
 	*x = DatasetInfo{}
-	mi := &file_gload_proto_msgTypes[13]
+	mi := &file_gload_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1505,7 @@ func (x *DatasetInfo) String() string {
 func (*DatasetInfo) ProtoMessage() {}
 
 func (x *DatasetInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[13]
+	mi := &file_gload_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1518,7 @@ func (x *DatasetInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatasetInfo.ProtoReflect.Descriptor instead.
 func (*DatasetInfo) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{13}
+	return file_gload_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DatasetInfo) GetName() string {
@@ -1383,6 +1591,20 @@ func (x *DatasetInfo) GetPadFrom() string {
 	return ""
 }
 
+func (x *DatasetInfo) GetMixture() []*MixtureSource {
+	if x != nil {
+		return x.Mixture
+	}
+	return nil
+}
+
+func (x *DatasetInfo) GetMixBy() string {
+	if x != nil {
+		return x.MixBy
+	}
+	return ""
+}
+
 type ListDatasetsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Datasets      []*DatasetInfo         `protobuf:"bytes,1,rep,name=datasets,proto3" json:"datasets,omitempty"`
@@ -1392,7 +1614,7 @@ type ListDatasetsResponse struct {
 
 func (x *ListDatasetsResponse) Reset() {
 	*x = ListDatasetsResponse{}
-	mi := &file_gload_proto_msgTypes[14]
+	mi := &file_gload_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1626,7 @@ func (x *ListDatasetsResponse) String() string {
 func (*ListDatasetsResponse) ProtoMessage() {}
 
 func (x *ListDatasetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[14]
+	mi := &file_gload_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1639,7 @@ func (x *ListDatasetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDatasetsResponse.ProtoReflect.Descriptor instead.
 func (*ListDatasetsResponse) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{14}
+	return file_gload_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListDatasetsResponse) GetDatasets() []*DatasetInfo {
@@ -1436,7 +1658,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_gload_proto_msgTypes[15]
+	mi := &file_gload_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1670,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[15]
+	mi := &file_gload_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1683,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{15}
+	return file_gload_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlanRequest) GetOpen() *Open {
@@ -1478,13 +1700,16 @@ type PlanResponse struct {
 	Shapes        []*Shape               `protobuf:"bytes,3,rep,name=shapes,proto3" json:"shapes,omitempty"`
 	PaddingShare  float64                `protobuf:"fixed64,4,opt,name=padding_share,json=paddingShare,proto3" json:"padding_share,omitempty"` // padded tokens / all tokens in the plan
 	Start         *ResumeState           `protobuf:"bytes,5,opt,name=start,proto3" json:"start,omitempty"`
+	Sources       []string               `protobuf:"bytes,50,rep,name=sources,proto3" json:"sources,omitempty"` // mixtures, as in Opened
+	SourceOffsets []uint64               `protobuf:"varint,51,rep,packed,name=source_offsets,json=sourceOffsets,proto3" json:"source_offsets,omitempty"`
+	Shares        []*MixtureShare        `protobuf:"bytes,52,rep,name=shares,proto3" json:"shares,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_gload_proto_msgTypes[16]
+	mi := &file_gload_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1721,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[16]
+	mi := &file_gload_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1734,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{16}
+	return file_gload_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PlanResponse) GetBatches() uint64 {
@@ -1547,6 +1772,27 @@ func (x *PlanResponse) GetStart() *ResumeState {
 	return nil
 }
 
+func (x *PlanResponse) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *PlanResponse) GetSourceOffsets() []uint64 {
+	if x != nil {
+		return x.SourceOffsets
+	}
+	return nil
+}
+
+func (x *PlanResponse) GetShares() []*MixtureShare {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1555,7 +1801,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_gload_proto_msgTypes[17]
+	mi := &file_gload_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1813,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[17]
+	mi := &file_gload_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1826,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{17}
+	return file_gload_proto_rawDescGZIP(), []int{19}
 }
 
 type HealthResponse struct {
@@ -1596,7 +1842,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_gload_proto_msgTypes[18]
+	mi := &file_gload_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1854,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[18]
+	mi := &file_gload_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1867,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{18}
+	return file_gload_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HealthResponse) GetServing() bool {
@@ -1669,7 +1915,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_gload_proto_msgTypes[19]
+	mi := &file_gload_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1927,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[19]
+	mi := &file_gload_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1940,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{19}
+	return file_gload_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchRequest) GetIntervalS() float64 {
@@ -1725,7 +1971,7 @@ type WatchReport struct {
 
 func (x *WatchReport) Reset() {
 	*x = WatchReport{}
-	mi := &file_gload_proto_msgTypes[20]
+	mi := &file_gload_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1983,7 @@ func (x *WatchReport) String() string {
 func (*WatchReport) ProtoMessage() {}
 
 func (x *WatchReport) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[20]
+	mi := &file_gload_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1996,7 @@ func (x *WatchReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchReport.ProtoReflect.Descriptor instead.
 func (*WatchReport) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{20}
+	return file_gload_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchReport) GetVerdict() string {
@@ -1791,7 +2037,7 @@ type ClientReport struct {
 
 func (x *ClientReport) Reset() {
 	*x = ClientReport{}
-	mi := &file_gload_proto_msgTypes[21]
+	mi := &file_gload_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2049,7 @@ func (x *ClientReport) String() string {
 func (*ClientReport) ProtoMessage() {}
 
 func (x *ClientReport) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[21]
+	mi := &file_gload_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2062,7 @@ func (x *ClientReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientReport.ProtoReflect.Descriptor instead.
 func (*ClientReport) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{21}
+	return file_gload_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClientReport) GetClientId() string {
@@ -1842,7 +2088,7 @@ type ReportSummary struct {
 
 func (x *ReportSummary) Reset() {
 	*x = ReportSummary{}
-	mi := &file_gload_proto_msgTypes[22]
+	mi := &file_gload_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2100,7 @@ func (x *ReportSummary) String() string {
 func (*ReportSummary) ProtoMessage() {}
 
 func (x *ReportSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_gload_proto_msgTypes[22]
+	mi := &file_gload_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2113,7 @@ func (x *ReportSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSummary.ProtoReflect.Descriptor instead.
 func (*ReportSummary) Descriptor() ([]byte, []int) {
-	return file_gload_proto_rawDescGZIP(), []int{22}
+	return file_gload_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReportSummary) GetSteps() uint64 {
@@ -1917,7 +2163,7 @@ const file_gload_proto_rawDesc = "" +
 	"policyHash\x12\x1a\n" +
 	"\bconsumed\x18\x05 \x01(\x04R\bconsumed\x12\x1d\n" +
 	"\n" +
-	"plan_world\x18\x06 \x01(\rR\tplanWorld\"\x80\x03\n" +
+	"plan_world\x18\x06 \x01(\rR\tplanWorld\"\xed\x04\n" +
 	"\x04Open\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\rR\x04rank\x12\x1d\n" +
@@ -1933,7 +2179,23 @@ const file_gload_proto_rawDesc = "" +
 	"\ttransport\x18\n" +
 	" \x01(\x0e2\x13.gload.v1.TransportR\ttransport\x12\x1a\n" +
 	"\bprefetch\x18\v \x01(\rR\bprefetch\x12\x1b\n" +
-	"\tclient_id\x18\f \x01(\tR\bclientId\"+\n" +
+	"\tclient_id\x18\f \x01(\tR\bclientId\x121\n" +
+	"\amixture\x182 \x03(\v2\x17.gload.v1.MixtureSourceR\amixture\x12\x15\n" +
+	"\x06mix_by\x183 \x01(\tR\x05mixBy\x12#\n" +
+	"\repoch_samples\x184 \x01(\x04R\fepochSamples\x12!\n" +
+	"\fepoch_tokens\x185 \x01(\x04R\vepochTokens\x12\x1f\n" +
+	"\vepoch_until\x186 \x01(\tR\n" +
+	"epochUntil\x128\n" +
+	"\x18allow_tokenizer_mismatch\x187 \x01(\bR\x16allowTokenizerMismatch\"A\n" +
+	"\rMixtureSource\x12\x18\n" +
+	"\adataset\x18\x01 \x01(\tR\adataset\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\x80\x01\n" +
+	"\fMixtureShare\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\x04R\x04rows\x12\x16\n" +
+	"\x06tokens\x18\x04 \x01(\x04R\x06tokens\x12\x14\n" +
+	"\x05start\x18\x05 \x01(\x04R\x05start\"+\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04slot\x18\x02 \x01(\x05R\x04slot\"\x7f\n" +
@@ -1958,7 +2220,7 @@ const file_gload_proto_rawDesc = "" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12!\n" +
 	"\fposition_ids\x18\x04 \x01(\x04R\vpositionIds\x12\x1d\n" +
 	"\n" +
-	"cu_seqlens\x18\x05 \x01(\x04R\tcuSeqlens\"\x8b\x03\n" +
+	"cu_seqlens\x18\x05 \x01(\x04R\tcuSeqlens\"\xfc\x03\n" +
 	"\x06Opened\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x04R\abatches\x12+\n" +
@@ -1975,7 +2237,10 @@ const file_gload_proto_rawDesc = "" +
 	" \x01(\rR\tworldSize\x12\x1f\n" +
 	"\vnum_workers\x18\v \x01(\rR\n" +
 	"numWorkers\x12\x15\n" +
-	"\x06pad_id\x18K \x01(\x05R\x05padId\"\xd7\x02\n" +
+	"\x06pad_id\x18K \x01(\x05R\x05padId\x12\x18\n" +
+	"\asources\x182 \x03(\tR\asources\x12%\n" +
+	"\x0esource_offsets\x183 \x03(\x04R\rsourceOffsets\x12.\n" +
+	"\x06shares\x184 \x03(\v2\x16.gload.v1.MixtureShareR\x06shares\"\xd7\x02\n" +
 	"\x05Batch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12!\n" +
 	"\fglobal_index\x18\x02 \x01(\x04R\vglobalIndex\x12\x1b\n" +
@@ -1999,7 +2264,7 @@ const file_gload_proto_rawDesc = "" +
 	"\x05batch\x18\x02 \x01(\v2\x0f.gload.v1.BatchH\x00R\x05batch\x12!\n" +
 	"\x03end\x18\x03 \x01(\v2\r.gload.v1.EndH\x00R\x03endB\x05\n" +
 	"\x03msg\"\x15\n" +
-	"\x13ListDatasetsRequest\"\x9c\x02\n" +
+	"\x13ListDatasetsRequest\"\xe6\x02\n" +
 	"\vDatasetInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x04R\x04rows\x12\x16\n" +
@@ -2011,17 +2276,22 @@ const file_gload_proto_rawDesc = "" +
 	"max_length\x18\a \x01(\rR\tmaxLength\x12\x15\n" +
 	"\x06pad_id\x18H \x01(\x05R\x05padId\x12\x1b\n" +
 	"\tpad_token\x18I \x01(\tR\bpadToken\x12\x19\n" +
-	"\bpad_from\x18J \x01(\tR\apadFrom\"I\n" +
+	"\bpad_from\x18J \x01(\tR\apadFrom\x121\n" +
+	"\amixture\x182 \x03(\v2\x17.gload.v1.MixtureSourceR\amixture\x12\x15\n" +
+	"\x06mix_by\x183 \x01(\tR\x05mixBy\"I\n" +
 	"\x14ListDatasetsResponse\x121\n" +
 	"\bdatasets\x18\x01 \x03(\v2\x15.gload.v1.DatasetInfoR\bdatasets\"1\n" +
 	"\vPlanRequest\x12\"\n" +
-	"\x04open\x18\x01 \x01(\v2\x0e.gload.v1.OpenR\x04open\"\xca\x01\n" +
+	"\x04open\x18\x01 \x01(\v2\x0e.gload.v1.OpenR\x04open\"\xbb\x02\n" +
 	"\fPlanResponse\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches\x12%\n" +
 	"\x0eglobal_batches\x18\x02 \x01(\x04R\rglobalBatches\x12'\n" +
 	"\x06shapes\x18\x03 \x03(\v2\x0f.gload.v1.ShapeR\x06shapes\x12#\n" +
 	"\rpadding_share\x18\x04 \x01(\x01R\fpaddingShare\x12+\n" +
-	"\x05start\x18\x05 \x01(\v2\x15.gload.v1.ResumeStateR\x05start\"\x0f\n" +
+	"\x05start\x18\x05 \x01(\v2\x15.gload.v1.ResumeStateR\x05start\x12\x18\n" +
+	"\asources\x182 \x03(\tR\asources\x12%\n" +
+	"\x0esource_offsets\x183 \x03(\x04R\rsourceOffsets\x12.\n" +
+	"\x06shares\x184 \x03(\v2\x16.gload.v1.MixtureShareR\x06shares\"\x0f\n" +
 	"\rHealthRequest\"\x95\x01\n" +
 	"\x0eHealthResponse\x12\x18\n" +
 	"\aserving\x18\x01 \x01(\bR\aserving\x12\x18\n" +
@@ -2068,68 +2338,74 @@ func file_gload_proto_rawDescGZIP() []byte {
 }
 
 var file_gload_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gload_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_gload_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_gload_proto_goTypes = []any{
 	(Transport)(0),               // 0: gload.v1.Transport
 	(*BatchPolicy)(nil),          // 1: gload.v1.BatchPolicy
 	(*ResumeState)(nil),          // 2: gload.v1.ResumeState
 	(*Open)(nil),                 // 3: gload.v1.Open
-	(*Ack)(nil),                  // 4: gload.v1.Ack
-	(*StepReport)(nil),           // 5: gload.v1.StepReport
-	(*ClientMessage)(nil),        // 6: gload.v1.ClientMessage
-	(*Shape)(nil),                // 7: gload.v1.Shape
-	(*SlotLayout)(nil),           // 8: gload.v1.SlotLayout
-	(*Opened)(nil),               // 9: gload.v1.Opened
-	(*Batch)(nil),                // 10: gload.v1.Batch
-	(*End)(nil),                  // 11: gload.v1.End
-	(*ServerMessage)(nil),        // 12: gload.v1.ServerMessage
-	(*ListDatasetsRequest)(nil),  // 13: gload.v1.ListDatasetsRequest
-	(*DatasetInfo)(nil),          // 14: gload.v1.DatasetInfo
-	(*ListDatasetsResponse)(nil), // 15: gload.v1.ListDatasetsResponse
-	(*PlanRequest)(nil),          // 16: gload.v1.PlanRequest
-	(*PlanResponse)(nil),         // 17: gload.v1.PlanResponse
-	(*HealthRequest)(nil),        // 18: gload.v1.HealthRequest
-	(*HealthResponse)(nil),       // 19: gload.v1.HealthResponse
-	(*WatchRequest)(nil),         // 20: gload.v1.WatchRequest
-	(*WatchReport)(nil),          // 21: gload.v1.WatchReport
-	(*ClientReport)(nil),         // 22: gload.v1.ClientReport
-	(*ReportSummary)(nil),        // 23: gload.v1.ReportSummary
+	(*MixtureSource)(nil),        // 4: gload.v1.MixtureSource
+	(*MixtureShare)(nil),         // 5: gload.v1.MixtureShare
+	(*Ack)(nil),                  // 6: gload.v1.Ack
+	(*StepReport)(nil),           // 7: gload.v1.StepReport
+	(*ClientMessage)(nil),        // 8: gload.v1.ClientMessage
+	(*Shape)(nil),                // 9: gload.v1.Shape
+	(*SlotLayout)(nil),           // 10: gload.v1.SlotLayout
+	(*Opened)(nil),               // 11: gload.v1.Opened
+	(*Batch)(nil),                // 12: gload.v1.Batch
+	(*End)(nil),                  // 13: gload.v1.End
+	(*ServerMessage)(nil),        // 14: gload.v1.ServerMessage
+	(*ListDatasetsRequest)(nil),  // 15: gload.v1.ListDatasetsRequest
+	(*DatasetInfo)(nil),          // 16: gload.v1.DatasetInfo
+	(*ListDatasetsResponse)(nil), // 17: gload.v1.ListDatasetsResponse
+	(*PlanRequest)(nil),          // 18: gload.v1.PlanRequest
+	(*PlanResponse)(nil),         // 19: gload.v1.PlanResponse
+	(*HealthRequest)(nil),        // 20: gload.v1.HealthRequest
+	(*HealthResponse)(nil),       // 21: gload.v1.HealthResponse
+	(*WatchRequest)(nil),         // 22: gload.v1.WatchRequest
+	(*WatchReport)(nil),          // 23: gload.v1.WatchReport
+	(*ClientReport)(nil),         // 24: gload.v1.ClientReport
+	(*ReportSummary)(nil),        // 25: gload.v1.ReportSummary
 }
 var file_gload_proto_depIdxs = []int32{
 	1,  // 0: gload.v1.Open.policy:type_name -> gload.v1.BatchPolicy
 	2,  // 1: gload.v1.Open.resume:type_name -> gload.v1.ResumeState
 	0,  // 2: gload.v1.Open.transport:type_name -> gload.v1.Transport
-	3,  // 3: gload.v1.ClientMessage.open:type_name -> gload.v1.Open
-	4,  // 4: gload.v1.ClientMessage.ack:type_name -> gload.v1.Ack
-	5,  // 5: gload.v1.ClientMessage.report:type_name -> gload.v1.StepReport
-	2,  // 6: gload.v1.Opened.start:type_name -> gload.v1.ResumeState
-	7,  // 7: gload.v1.Opened.shapes:type_name -> gload.v1.Shape
-	8,  // 8: gload.v1.Opened.layout:type_name -> gload.v1.SlotLayout
-	9,  // 9: gload.v1.ServerMessage.opened:type_name -> gload.v1.Opened
-	10, // 10: gload.v1.ServerMessage.batch:type_name -> gload.v1.Batch
-	11, // 11: gload.v1.ServerMessage.end:type_name -> gload.v1.End
-	14, // 12: gload.v1.ListDatasetsResponse.datasets:type_name -> gload.v1.DatasetInfo
-	3,  // 13: gload.v1.PlanRequest.open:type_name -> gload.v1.Open
-	7,  // 14: gload.v1.PlanResponse.shapes:type_name -> gload.v1.Shape
-	2,  // 15: gload.v1.PlanResponse.start:type_name -> gload.v1.ResumeState
-	5,  // 16: gload.v1.ClientReport.step:type_name -> gload.v1.StepReport
-	13, // 17: gload.v1.Loader.ListDatasets:input_type -> gload.v1.ListDatasetsRequest
-	16, // 18: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
-	6,  // 19: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
-	18, // 20: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
-	20, // 21: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
-	22, // 22: gload.v1.Loader.Report:input_type -> gload.v1.ClientReport
-	15, // 23: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
-	17, // 24: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
-	12, // 25: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
-	19, // 26: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
-	21, // 27: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
-	23, // 28: gload.v1.Loader.Report:output_type -> gload.v1.ReportSummary
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	4,  // 3: gload.v1.Open.mixture:type_name -> gload.v1.MixtureSource
+	3,  // 4: gload.v1.ClientMessage.open:type_name -> gload.v1.Open
+	6,  // 5: gload.v1.ClientMessage.ack:type_name -> gload.v1.Ack
+	7,  // 6: gload.v1.ClientMessage.report:type_name -> gload.v1.StepReport
+	2,  // 7: gload.v1.Opened.start:type_name -> gload.v1.ResumeState
+	9,  // 8: gload.v1.Opened.shapes:type_name -> gload.v1.Shape
+	10, // 9: gload.v1.Opened.layout:type_name -> gload.v1.SlotLayout
+	5,  // 10: gload.v1.Opened.shares:type_name -> gload.v1.MixtureShare
+	11, // 11: gload.v1.ServerMessage.opened:type_name -> gload.v1.Opened
+	12, // 12: gload.v1.ServerMessage.batch:type_name -> gload.v1.Batch
+	13, // 13: gload.v1.ServerMessage.end:type_name -> gload.v1.End
+	4,  // 14: gload.v1.DatasetInfo.mixture:type_name -> gload.v1.MixtureSource
+	16, // 15: gload.v1.ListDatasetsResponse.datasets:type_name -> gload.v1.DatasetInfo
+	3,  // 16: gload.v1.PlanRequest.open:type_name -> gload.v1.Open
+	9,  // 17: gload.v1.PlanResponse.shapes:type_name -> gload.v1.Shape
+	2,  // 18: gload.v1.PlanResponse.start:type_name -> gload.v1.ResumeState
+	5,  // 19: gload.v1.PlanResponse.shares:type_name -> gload.v1.MixtureShare
+	7,  // 20: gload.v1.ClientReport.step:type_name -> gload.v1.StepReport
+	15, // 21: gload.v1.Loader.ListDatasets:input_type -> gload.v1.ListDatasetsRequest
+	18, // 22: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
+	8,  // 23: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
+	20, // 24: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
+	22, // 25: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
+	24, // 26: gload.v1.Loader.Report:input_type -> gload.v1.ClientReport
+	17, // 27: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
+	19, // 28: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
+	14, // 29: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
+	21, // 30: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
+	23, // 31: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
+	25, // 32: gload.v1.Loader.Report:output_type -> gload.v1.ReportSummary
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_gload_proto_init() }
@@ -2137,12 +2413,12 @@ func file_gload_proto_init() {
 	if File_gload_proto != nil {
 		return
 	}
-	file_gload_proto_msgTypes[5].OneofWrappers = []any{
+	file_gload_proto_msgTypes[7].OneofWrappers = []any{
 		(*ClientMessage_Open)(nil),
 		(*ClientMessage_Ack)(nil),
 		(*ClientMessage_Report)(nil),
 	}
-	file_gload_proto_msgTypes[11].OneofWrappers = []any{
+	file_gload_proto_msgTypes[13].OneofWrappers = []any{
 		(*ServerMessage_Opened)(nil),
 		(*ServerMessage_Batch)(nil),
 		(*ServerMessage_End)(nil),
@@ -2153,7 +2429,7 @@ func file_gload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gload_proto_rawDesc), len(file_gload_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
