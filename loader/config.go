@@ -44,6 +44,15 @@ type Config struct {
 	// MaxBatchBytes bounds the encoded size of one batch message (default
 	// 256 MiB); a stream whose largest shape exceeds it is refused.
 	MaxBatchBytes int64
+	// MaxStreams bounds the open batch streams (default 1024); MaxBufferBytes
+	// the memory they may reserve for batches in flight, gRPC buffers and
+	// shared-memory rings (default 2 GiB); MaxStreamsPerConn the streams of
+	// one connection (default 256); MaxConns the connections (default 1024).
+	// See limits.go.
+	MaxStreams        int
+	MaxBufferBytes    int64
+	MaxStreamsPerConn int
+	MaxConns          int
 	// MaxClientLabels bounds the distinct client_id label values in metrics
 	// (default 64); further clients share the label "_other".
 	MaxClientLabels int
@@ -135,6 +144,25 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.MaxBatchBytes < 1<<10 || c.MaxBatchBytes > maxMessageBytes {
 		return c, fmt.Errorf("%w: max batch bytes %d: want 1 KiB to 2 GiB", ErrConfig, c.MaxBatchBytes)
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = DefaultMaxStreams
+	}
+	if c.MaxBufferBytes == 0 {
+		c.MaxBufferBytes = DefaultMaxBufferBytes
+	}
+	if c.MaxStreamsPerConn == 0 {
+		c.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxStreams < 1 || c.MaxStreamsPerConn < 1 || c.MaxConns < 1 || c.MaxStreamsPerConn > 1<<20 {
+		return c, fmt.Errorf("%w: max streams %d, per connection %d, max connections %d: want > 0", ErrConfig,
+			c.MaxStreams, c.MaxStreamsPerConn, c.MaxConns)
+	}
+	if c.MaxBufferBytes < 1<<20 {
+		return c, fmt.Errorf("%w: max buffer bytes %d: want at least 1 MiB", ErrConfig, c.MaxBufferBytes)
 	}
 	if c.MaxClientLabels == 0 {
 		c.MaxClientLabels = DefaultMaxClientLabels

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -41,6 +42,7 @@ type Server struct {
 	pool     *bufPool
 	metrics  *metrics
 	clients  *clientTable
+	budget   *bufferBudget
 	watch    *watchState
 	grpc     *grpc.Server
 	started  time.Time
@@ -102,6 +104,8 @@ func NewServer(cfg Config) (*Server, error) {
 		now:      time.Now,
 	}
 	s.clients = newClientTable(func() time.Time { return s.now() })
+	s.budget = &bufferBudget{maxBytes: cfg.MaxBufferBytes, maxStreams: cfg.MaxStreams,
+		gauge: func(n int64) { s.metrics.bufferBytes.Set(float64(n)) }}
 	s.plans = newPlanCache(cfg.PlanCacheSize, s.metrics.observePlan)
 	s.abort, s.abortFunc = context.WithCancel(context.Background())
 
@@ -113,6 +117,7 @@ func NewServer(cfg Config) (*Server, error) {
 		grpc.InitialWindowSize(4 << 20),
 		grpc.InitialConnWindowSize(16 << 20),
 		grpc.WriteBufferSize(256 << 10),
+		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn)),
 	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
@@ -254,11 +259,13 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return ErrServed
 	}
 	errc := make(chan error, 1)
+	lis = netutil.LimitListener(lis, s.cfg.MaxConns)
 	go func() { errc <- s.grpc.Serve(lis) }()
 	s.startWatch(ctx)
 	s.warnOpenTCP(lis)
 	s.log.Info("serving", "addr", addrString(lis.Addr()), "datasets", s.names,
-		"max_prefetch", s.cfg.MaxPrefetch, "tls", s.cfg.TLSCertFile != "", "auth_token", s.cfg.AuthToken != "")
+		"max_prefetch", s.cfg.MaxPrefetch, "max_streams", s.cfg.MaxStreams, "max_buffer_bytes", s.cfg.MaxBufferBytes,
+		"max_streams_per_conn", s.cfg.MaxStreamsPerConn, "max_conns", s.cfg.MaxConns, "tls", s.cfg.TLSCertFile != "", "auth_token", s.cfg.AuthToken != "")
 	select {
 	case err := <-errc:
 		s.abortFunc()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -141,6 +142,13 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		prefetch = s.cfg.DefaultPrefetch
 	}
 	prefetch = min(prefetch, s.cfg.MaxPrefetch)
+	useShm := c.open.Transport == gloadpb.Transport_TRANSPORT_SHM
+	prefetch, res, err := s.reserve(c, prefetch, useShm)
+	if err != nil {
+		s.metrics.limitRefused.WithLabelValues(limitName(err)).Inc()
+		return err
+	}
+	defer res.release()
 	clientID := c.open.ClientId
 	label := s.metrics.labels.acquire(clientID)
 	defer s.metrics.labels.release(label)
@@ -154,7 +162,6 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	st.client = s.clients.open(st.key)
 	st.client.queue.grant(prefetch) // the watch reports queue occupancy against the granted depth
 	defer st.client.queue.grant(-prefetch)
-	useShm := c.open.Transport == gloadpb.Transport_TRANSPORT_SHM
 	cr := newCredits(prefetch, useShm, func(d int) {
 		st.queue.Add(float64(d))
 		st.client.queue.Add(int64(d))
@@ -379,6 +386,41 @@ func (s *Server) buildPanic(r any, asm *assembler, c *consumer, g int, ring *shm
 	s.log.Error("panic assembling a batch", "consumer", c.describe(), "batch", g, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 	return status.Errorf(codes.Internal, "dataset %s: batch %d: internal error assembling the batch: %v (the server logged the stack; please report it)",
 		c.ds.name, g, r)
+}
+
+// reserve takes the stream's share of the server-wide limits (limits.go):
+// its in-flight batches at the largest depth up to prefetch that fits.
+func (s *Server) reserve(c *consumer, prefetch int, useShm bool) (int, *reservation, error) {
+	per := wireBufferBytes(grpcBatchBytes(c))
+	what := fmt.Sprintf("a gRPC stream of %s", c.describe())
+	if useShm {
+		layout, err := shm.NewLayout(ringNeed(c))
+		if err != nil {
+			return 0, nil, status.Errorf(codes.InvalidArgument, "transport: shm: %v", err)
+		}
+		per, what = layout.SlotBytes, fmt.Sprintf("a shared-memory ring of %s", c.describe())
+	}
+	granted, res, err := s.budget.admit(prefetch, per, what)
+	if err != nil {
+		s.log.Warn("stream refused by a limit", "consumer", c.describe(), "client", c.open.ClientId, "err", err)
+		return 0, nil, err
+	}
+	if granted < prefetch {
+		s.log.Info("prefetch reduced to fit --max-buffer-bytes", "consumer", c.describe(), "asked", prefetch,
+			"granted", granted, "batch_bytes", per)
+	}
+	return granted, res, nil
+}
+
+// limitName is the flag a RESOURCE_EXHAUSTED refusal names (for metrics).
+func limitName(err error) string {
+	msg := status.Convert(err).Message()
+	for _, l := range []string{"--max-streams", "--max-buffer-bytes"} {
+		if strings.HasPrefix(msg, l) {
+			return strings.TrimPrefix(l, "--")
+		}
+	}
+	return "other"
 }
 
 // createRing makes the shared-memory ring of a stream: slots = the granted

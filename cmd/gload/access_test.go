@@ -128,6 +128,8 @@ func TestServeAccessErrors(t *testing.T) {
 		{"token file readable by others", []string{"--auth-token-file", open}, "chmod 600"},
 		{"missing token file", []string{"--auth-token-file", filepath.Join(dir, "none")}, "--auth-token-file"},
 		{"socket group on TCP", []string{"--listen", "127.0.0.1:0", "--socket-group", "0"}, "unix sockets only"},
+		{"tiny buffer budget", []string{"--max-buffer-bytes", "1000"}, "max buffer bytes"},
+		{"negative max streams", []string{"--max-streams", "-1"}, "max streams"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"serve", "--dataset", "a=" + data, "--no-gpu-watch"}, tc.args...)

@@ -34,6 +34,10 @@ type serveOptions struct {
 	planCache       int
 	maxBatchBytes   int64
 	maxClientLabels int
+	maxStreams      int
+	maxBufferBytes  int64
+	maxPerConn      int
+	maxConns        int
 	noWriteIndex    bool
 	indexDir        string
 	verify          bool
@@ -79,6 +83,11 @@ Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accep
 	f.DurationVar(&o.drainTimeout, "drain-timeout", loader.DefaultDrainTimeout, "on shutdown, how long open streams may run before they are ended")
 	f.IntVar(&o.planCache, "plan-cache", loader.DefaultPlanCacheSize, "epoch plans kept in memory")
 	f.Int64Var(&o.maxBatchBytes, "max-batch-bytes", loader.DefaultMaxBatchBytes, "largest encoded batch; larger shapes are refused")
+	f.IntVar(&o.maxStreams, "max-streams", loader.DefaultMaxStreams, "most batch streams open at once; more are refused with RESOURCE_EXHAUSTED")
+	f.Int64Var(&o.maxBufferBytes, "max-buffer-bytes", loader.DefaultMaxBufferBytes,
+		"memory all streams together may hold for batches in flight (gRPC buffers and shm rings); a stream gets the prefetch that fits, or RESOURCE_EXHAUSTED")
+	f.IntVar(&o.maxPerConn, "max-streams-per-conn", loader.DefaultMaxStreamsPerConn, "most streams one client connection may open (HTTP/2 MAX_CONCURRENT_STREAMS)")
+	f.IntVar(&o.maxConns, "max-conns", loader.DefaultMaxConns, "most client connections at once (more wait to be accepted)")
 	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
 	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index or freshness stamp anywhere")
 	f.StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index (Hugging Face) and read-only directories")
@@ -134,24 +143,28 @@ func (o *serveOptions) run(ctx context.Context) error {
 		return err
 	}
 	srv, err := loader.NewServer(loader.Config{
-		AuthToken:       token,
-		Datasets:        datasets,
-		MaxPrefetch:     o.maxPrefetch,
-		DefaultPrefetch: o.defaultPrefetch,
-		DrainTimeout:    o.drainTimeout,
-		PlanCacheSize:   o.planCache,
-		MaxBatchBytes:   o.maxBatchBytes,
-		MaxClientLabels: o.maxClientLabels,
-		TLSCertFile:     o.tlsCert,
-		TLSKeyFile:      o.tlsKey,
-		NoWriteIndex:    o.noWriteIndex,
-		IndexDir:        o.indexDir,
-		VerifyContent:   o.verify,
-		WatchOptions:    gpuwatch.Options{Interval: o.watchInterval, Window: o.watchWindow},
-		NoGPUWatch:      o.noGPUWatch,
-		Version:         buildVersion(),
-		Remote:          remoteCfg,
-		Logger:          log,
+		AuthToken:         token,
+		Datasets:          datasets,
+		MaxPrefetch:       o.maxPrefetch,
+		DefaultPrefetch:   o.defaultPrefetch,
+		DrainTimeout:      o.drainTimeout,
+		PlanCacheSize:     o.planCache,
+		MaxBatchBytes:     o.maxBatchBytes,
+		MaxClientLabels:   o.maxClientLabels,
+		MaxStreams:        o.maxStreams,
+		MaxBufferBytes:    o.maxBufferBytes,
+		MaxStreamsPerConn: o.maxPerConn,
+		MaxConns:          o.maxConns,
+		TLSCertFile:       o.tlsCert,
+		TLSKeyFile:        o.tlsKey,
+		NoWriteIndex:      o.noWriteIndex,
+		IndexDir:          o.indexDir,
+		VerifyContent:     o.verify,
+		WatchOptions:      gpuwatch.Options{Interval: o.watchInterval, Window: o.watchWindow},
+		NoGPUWatch:        o.noGPUWatch,
+		Version:           buildVersion(),
+		Remote:            remoteCfg,
+		Logger:            log,
 	})
 	if err != nil {
 		return err
