@@ -18,10 +18,24 @@ type tokenSource interface {
 	AppendTokens(dst []int32, i int) ([]int32, error)
 }
 
+// labelSource is a tokenSource that may store SFT labels (a *dataset.Dataset).
+type labelSource interface {
+	HasLabels() bool
+	Labels(i int) ([]int32, error)
+	AppendLabels(dst []int32, i int) ([]int32, error)
+}
+
+// ignoreIndex is the label the loss skips (PyTorch's CrossEntropyLoss ignore_index).
+const ignoreIndex = -100
+
+// ignoreWire is ignoreIndex as its little-endian int32 bits.
+var ignoreWire = func() uint32 { v := int32(ignoreIndex); return uint32(v) }()
+
 // batchHeader holds the per-batch fields that do not come from the data.
 type batchHeader struct {
 	seq, global, rankStep uint64
 	packed                bool
+	labels                bool // serve the source's stored labels
 	padID                 int32
 	posStart              int32
 }
@@ -42,6 +56,8 @@ const (
 	fieldCuSeqlens   = 11
 	fieldSlot        = 12
 	fieldCuLen       = 13
+	fieldLabels      = 40
+	fieldTrained     = 41 // fixed32, written after the buffers are filled
 	slotNone         = int32(-1)
 )
 
@@ -49,7 +65,9 @@ const (
 // concurrent use; it keeps scratch space between batches.
 type assembler struct {
 	src      tokenSource
+	labels   labelSource // nil when the source has no labels
 	zeroCopy bool
+	lscratch []int32
 	pool     *bufPool
 	maxBytes int64
 	scratch  []int32
@@ -62,7 +80,30 @@ type assembler struct {
 }
 
 func newAssembler(src tokenSource, pool *bufPool, maxBytes int64) *assembler {
-	return &assembler{src: src, zeroCopy: src.ZeroCopy() && hostLE, pool: pool, maxBytes: maxBytes, cur: -1}
+	a := &assembler{src: src, zeroCopy: src.ZeroCopy() && hostLE, pool: pool, maxBytes: maxBytes, cur: -1}
+	if ls, ok := src.(labelSource); ok && ls.HasLabels() {
+		a.labels = ls
+	}
+	return a
+}
+
+// hasLabels reports whether batches of this assembler's source carry stored labels.
+func (a *assembler) hasLabels() bool { return a.labels != nil }
+
+// trainedSize is the encoded size of the trained_tokens field (fixed32, present whenever labels are).
+func trainedSize(h batchHeader) int {
+	if !h.labels {
+		return 0
+	}
+	return protowire.SizeTag(fieldTrained) + 4
+}
+
+func appendTrained(b []byte, h batchHeader, n int) []byte {
+	if !h.labels {
+		return b
+	}
+	b = protowire.AppendTag(b, fieldTrained, protowire.Fixed32Type)
+	return protowire.AppendFixed32(b, uint32(n))
 }
 
 func sizeVarintField(num protowire.Number, v uint64) int {
@@ -101,6 +142,7 @@ func appendRegion(b []byte, num protowire.Number, n int) ([]byte, []byte) {
 // sizes are the byte sizes of one batch's buffers.
 type sizes struct {
 	ids, lengths, index, pos, cu int
+	labels                       int
 	cuLen                        int // entries of cu_seqlens
 }
 
@@ -147,6 +189,9 @@ func (a *assembler) prepare(b bucket.Batch, h batchHeader) (sizes, error) {
 	if h.packed {
 		est += idsBytes
 	}
+	if h.labels {
+		est += idsBytes
+	}
 	if est > a.maxBytes {
 		return sizes{}, fmt.Errorf("batch %d: %d×%d needs %d bytes, more than the server's limit of %d", h.global, rows, L, est, a.maxBytes)
 	}
@@ -154,19 +199,34 @@ func (a *assembler) prepare(b bucket.Batch, h batchHeader) (sizes, error) {
 	if h.packed {
 		sz.pos, sz.cu, sz.cuLen = int(idsBytes), cuLen*4, cuLen
 	}
+	if h.labels {
+		if a.labels == nil {
+			return sizes{}, fmt.Errorf("batch %d: labels asked for a dataset without a labels column", h.global)
+		}
+		sz.labels = int(idsBytes)
+	}
 	return sz, nil
 }
 
 // regions are the destinations of one batch's buffers (sized by prepare).
 type regions struct {
 	ids, lengths, index, pos, cu []byte
+	labels                       []byte
 }
 
 // fill writes batch b's buffers into r: each piece's tokens are copied from
 // the source once.
-func (a *assembler) fill(r regions, b bucket.Batch, h batchHeader) error {
+// It returns the number of trained labels (0 without labels).
+func (a *assembler) fill(r regions, b bucket.Batch, h batchHeader) (int, error) {
 	if err := a.fillIDs(r.ids, b, h); err != nil {
-		return err
+		return 0, err
+	}
+	trained := 0
+	if h.labels {
+		var err error
+		if trained, err = a.fillLabels(r.labels, b, h); err != nil {
+			return 0, err
+		}
 	}
 	for i, n := range a.rowLen {
 		binary.LittleEndian.PutUint32(r.lengths[4*i:], uint32(n))
@@ -178,7 +238,7 @@ func (a *assembler) fill(r regions, b bucket.Batch, h batchHeader) error {
 		a.fillPositions(r.pos, b, h.posStart)
 		a.fillCuSeqlens(r.cu, b)
 	}
-	return nil
+	return trained, nil
 }
 
 // headerSize is the encoded size of a Batch's scalar fields.
@@ -186,7 +246,7 @@ func headerSize(b bucket.Batch, h batchHeader, slot int32, cuLen int) int {
 	return sizeVarintField(fieldSeq, h.seq) + sizeVarintField(fieldGlobalIndex, h.global) +
 		sizeVarintField(fieldRankStep, h.rankStep) + sizeVarintField(fieldRows, uint64(b.Rows)) +
 		sizeVarintField(fieldLength, uint64(b.Length)) + sizeVarintField(fieldPieces, uint64(len(b.Pieces))) +
-		sizeVarintField(fieldSlot, slotWire(slot)) + sizeVarintField(fieldCuLen, uint64(cuLen))
+		sizeVarintField(fieldSlot, slotWire(slot)) + sizeVarintField(fieldCuLen, uint64(cuLen)) + trainedSize(h)
 }
 
 // slotWire is a slot number as a protobuf int32 varint (negative values
@@ -204,7 +264,7 @@ func (a *assembler) assemble(b bucket.Batch, h batchHeader) (*wireBatch, error) 
 	body := headerSize(b, h, slotNone, sz.cuLen) +
 		sizeBytesField(fieldInputIDs, sz.ids) + sizeBytesField(fieldLengths, sz.lengths) +
 		sizeBytesField(fieldIndex, sz.index) + sizeBytesField(fieldPositionIDs, sz.pos) +
-		sizeBytesField(fieldCuSeqlens, sz.cu)
+		sizeBytesField(fieldCuSeqlens, sz.cu) + sizeBytesField(fieldLabels, sz.labels)
 	total := protowire.SizeTag(fieldServerBatch) + protowire.SizeBytes(body)
 
 	w := &wireBatch{buf: a.pool.Get(total), pool: a.pool, payload: sz.ids}
@@ -223,14 +283,17 @@ func (a *assembler) assemble(b bucket.Batch, h batchHeader) (*wireBatch, error) 
 	out, r.index = appendRegion(out, fieldIndex, sz.index)
 	out, r.pos = appendRegion(out, fieldPositionIDs, sz.pos)
 	out, r.cu = appendRegion(out, fieldCuSeqlens, sz.cu)
+	out, r.labels = appendRegion(out, fieldLabels, sz.labels)
 	out = appendVarintField(out, fieldSlot, slotWire(slotNone))
 	out = appendVarintField(out, fieldCuLen, uint64(sz.cuLen))
-	if len(out) != total {
-		panic(fmt.Sprintf("loader: batch encoding wrote %d bytes, sized %d", len(out), total))
-	}
-	if err := a.fill(r, b, h); err != nil {
+	trained, err := a.fill(r, b, h)
+	if err != nil {
 		w.release()
 		return nil, err
+	}
+	out = appendTrained(out, h, trained)
+	if len(out) != total {
+		panic(fmt.Sprintf("loader: batch encoding wrote %d bytes, sized %d", len(out), total))
 	}
 	*w.buf = out
 	return w, nil
@@ -257,13 +320,14 @@ func (a *assembler) assembleSlot(b bucket.Batch, h batchHeader, slot int32, mem 
 		n   int
 	}{
 		{&r.ids, layout.InputIDs, sz.ids}, {&r.lengths, layout.Lengths, sz.lengths}, {&r.index, layout.Index, sz.index},
-		{&r.pos, layout.PositionIDs, sz.pos}, {&r.cu, layout.CuSeqlens, sz.cu},
+		{&r.pos, layout.PositionIDs, sz.pos}, {&r.cu, layout.CuSeqlens, sz.cu}, {&r.labels, layout.Labels, sz.labels},
 	} {
 		if *f.dst, err = at(f.off, f.n); err != nil {
 			return nil, err
 		}
 	}
-	if err := a.fill(r, b, h); err != nil {
+	trained, err := a.fill(r, b, h)
+	if err != nil {
 		return nil, err
 	}
 	body := headerSize(b, h, slot, sz.cuLen)
@@ -280,6 +344,7 @@ func (a *assembler) assembleSlot(b bucket.Batch, h batchHeader, slot int32, mem 
 	out = appendVarintField(out, fieldPieces, uint64(len(b.Pieces)))
 	out = appendVarintField(out, fieldSlot, slotWire(slot))
 	out = appendVarintField(out, fieldCuLen, uint64(sz.cuLen))
+	out = appendTrained(out, h, trained)
 	if len(out) != total {
 		panic(fmt.Sprintf("loader: slot batch encoding wrote %d bytes, sized %d", len(out), total))
 	}
@@ -313,6 +378,67 @@ func (a *assembler) fillIDs(dst []byte, b bucket.Batch, h batchHeader) error {
 		fillPad(row[off:], h.padID)
 	}
 	return nil
+}
+
+// fillLabels writes labels: each row's pieces' stored labels back to back, -100 at the padding and, in packed rows,
+// at the first token of every piece (no loss across documents, as transformers' DataCollatorWithFlattening). It
+// returns how many labels are not -100.
+func (a *assembler) fillLabels(dst []byte, b bucket.Batch, h batchHeader) (int, error) {
+	rowBytes := b.Length * 4
+	trained := 0
+	for r := range b.Rows {
+		row := dst[r*rowBytes : (r+1)*rowBytes]
+		var pieces []bucket.Piece
+		if h.packed {
+			pieces = b.Pieces[b.RowStart[r]:b.RowStart[r+1]]
+		} else {
+			pieces = b.Pieces[r : r+1]
+		}
+		off := 0
+		for _, p := range pieces {
+			if p.Len == 0 {
+				continue
+			}
+			labs, err := a.pieceLabels(p)
+			if err != nil {
+				return 0, err
+			}
+			seg := row[off : off+4*p.Len]
+			putInt32s(seg, labs)
+			for k, l := range labs {
+				if h.packed && k == 0 {
+					binary.LittleEndian.PutUint32(seg, ignoreWire)
+					continue
+				}
+				if l != ignoreIndex {
+					trained++
+				}
+			}
+			off += 4 * p.Len
+		}
+		fillPad(row[off:], ignoreIndex)
+	}
+	return trained, nil
+}
+
+// pieceLabels returns labels [p.Start, p.Start+p.Len) of row p.Index.
+func (a *assembler) pieceLabels(p bucket.Piece) ([]int32, error) {
+	var labs []int32
+	var err error
+	a.cur = p.Index
+	if a.zeroCopy {
+		labs, err = a.labels.Labels(p.Index)
+	} else {
+		a.lscratch, err = a.labels.AppendLabels(a.lscratch[:0], p.Index)
+		labs = a.lscratch
+	}
+	if err != nil {
+		return nil, fmt.Errorf("row %d labels: %w", p.Index, err)
+	}
+	if p.Start < 0 || p.Len < 0 || p.Start+p.Len > len(labs) {
+		return nil, fmt.Errorf("row %d: plan asks for labels [%d, %d) of %d", p.Index, p.Start, p.Start+p.Len, len(labs))
+	}
+	return labs[p.Start : p.Start+p.Len], nil
 }
 
 // pieceTokens returns tokens [p.Start, p.Start+p.Len) of row p.Index.

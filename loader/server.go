@@ -203,6 +203,7 @@ func (s *Server) openDataset(name, dir string) (*served, error) {
 		Name: name, Rows: uint64(ds.Len()), Tokens: uint64(tokens), Fingerprint: ds.Fingerprint(),
 		TokenizerHash: ds.TokenizerHash(), Shards: uint32(len(shards)), MaxLength: maxLen,
 		PadId: special.PadID, PadToken: special.PadToken, PadFrom: special.PadFrom,
+		HasLabels: ds.HasLabels(),
 	}
 	s.log.Info("dataset opened", "dataset", name, "dir", dir, "rows", ds.Len(), "tokens", tokens,
 		"shards", len(shards), "fingerprint", ds.Fingerprint(), "index_used", ds.IndexUsed(), "shards_verified", ds.ShardsVerified(),

@@ -202,9 +202,10 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		opened.ShmPath, opened.SlotBytes, opened.Slots = ring.Path(), uint64(layout.SlotBytes), uint32(ring.Slots())
 		opened.Layout = &gloadpb.SlotLayout{
 			InputIds: uint64(layout.InputIDs), Lengths: uint64(layout.Lengths), Index: uint64(layout.Index),
-			PositionIds: uint64(layout.PositionIDs), CuSeqlens: uint64(layout.CuSeqlens),
+			PositionIds: uint64(layout.PositionIDs), CuSeqlens: uint64(layout.CuSeqlens), Labels: uint64(layout.Labels),
 		}
 	}
+	opened.Labels = c.ds.ds.HasLabels()
 	if err := stream.Send(&gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_Opened{Opened: opened}}); err != nil {
 		return err
 	}
@@ -249,6 +250,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		h := batchHeader{
 			seq: uint64(i), global: uint64(g), rankStep: uint64(c.worker + i*c.workers),
 			packed: packed, padID: c.padID, posStart: c.open.GetPolicy().GetPositionStart(),
+			labels: asm.hasLabels(),
 		}
 		release, err := feed.acquire(ctx, i, g, c.plan, c.ds.waitingForShard)
 		if err != nil {
@@ -448,6 +450,7 @@ func (s *Server) createRing(c *consumer, slots int) (*shm.Ring, shm.Layout, erro
 // of the consumer's batches.
 func ringNeed(c *consumer) shm.Need {
 	var n shm.Need
+	n.Labels = c.ds.ds.HasLabels()
 	for _, sh := range c.plan.Shapes() {
 		n.Cells = max(n.Cells, int64(sh.Rows)*int64(sh.Length))
 		n.Rows = max(n.Rows, int64(sh.Rows))

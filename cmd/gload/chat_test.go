@@ -2,6 +2,8 @@ package main
 
 import (
 	"compress/gzip"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +13,10 @@ import (
 	"testing"
 
 	"github.com/gload/gload/internal/fixtures"
+	"github.com/gload/gload/loader"
+	"github.com/gload/gload/loader/client"
 	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/proto/gloadpb"
 	"github.com/gload/gload/tokenize/chat"
 )
 
@@ -115,4 +120,118 @@ func TestTokenizeChatStrict(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "sft.jsonl:2") || !strings.Contains(stderr, "template raised") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
+}
+
+// TestServeChatLabels: an SFT dataset written by `gload tokenize --format chat` (the llama3-instruct fixture) is
+// served through a real server, over gRPC and shared memory, bucketed and packed: every batch carries labels equal
+// to the reference labels of its rows (-100 at padding; packed: -100 at every document's first token), and its
+// trained-token count is the number of labels other than -100.
+func TestServeChatLabels(t *testing.T) {
+	dir := t.TempDir()
+	tokDir := filepath.Join(dir, "tok")
+	os.Mkdir(tokDir, 0o755)
+	gunzipTo(t, fixtures.TokenizerPath(t, "llama3"), filepath.Join(tokDir, "tokenizer.json"))
+	gunzipTo(t, fixtures.Path(t, "chat", "tokenizers", "llama3-instruct", "tokenizer_config.json.gz"), filepath.Join(tokDir, "tokenizer_config.json"))
+	out := filepath.Join(dir, "ds")
+	if _, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--tokenizer", filepath.Join(tokDir, "tokenizer.json"),
+		"--out", out, fixtures.ChatConversationsPath(t)); code != 0 {
+		t.Fatalf("tokenize exit %d: %s", code, stderr)
+	}
+	refs := fixtures.ChatRefs(t, "llama3-instruct") // every record is ok for this template: row i = reference i
+	srv, err := loader.NewServer(loader.Config{Datasets: map[string]string{"sft": out}, ShmDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	lis, err := loader.Listen("unix://"+filepath.Join(dir, "s.sock"), loader.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	defer func() { cancel(); <-done }()
+	c, err := client.Dial(ctx, "unix://"+filepath.Join(dir, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tr := range []gloadpb.Transport{gloadpb.Transport_TRANSPORT_GRPC, gloadpb.Transport_TRANSPORT_SHM} {
+		for _, pol := range []*gloadpb.BatchPolicy{
+			{Policy: "bucketed", BatchSize: 8, PadMultiple: 64, Remainder: "keep"},
+			{Policy: "packed", BatchSize: 2, SeqLen: 8192, Remainder: "keep"},
+		} {
+			t.Run(tr.String()+"/"+pol.Policy, func(t *testing.T) {
+				s, err := c.Stream(ctx, &gloadpb.Open{Dataset: "sft", Seed: 5, Policy: pol, Transport: tr, WorldSize: 1, NumWorkers: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if !s.Opened().GetLabels() {
+					t.Fatal("Opened.labels is false for an SFT dataset")
+				}
+				seen := 0
+				for {
+					b, err := s.Next(ctx)
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := expectedLabels(t, b, refs, pol.Policy == "packed")
+					if !slices.Equal(b.Labels(), want) {
+						t.Fatalf("batch %d: labels differ from the references", b.Seq)
+					}
+					n := 0
+					for _, l := range want {
+						if l != chat.IgnoreIndex {
+							n++
+						}
+					}
+					if b.Trained != n {
+						t.Fatalf("batch %d: trained %d, want %d", b.Seq, b.Trained, n)
+					}
+					seen += b.Pieces
+					b.Release()
+				}
+				if seen != len(refs) {
+					t.Errorf("%d documents served, want %d", seen, len(refs))
+				}
+			})
+		}
+	}
+}
+
+// expectedLabels builds a batch's labels from the references of the rows its index names.
+func expectedLabels(t *testing.T, b *client.Batch, refs []fixtures.ChatRef, packed bool) []int32 {
+	t.Helper()
+	want := make([]int32, b.Rows*b.Length)
+	for i := range want {
+		want[i] = chat.IgnoreIndex
+	}
+	idx, lens := b.Index(), b.Lengths()
+	k := 0
+	for r := range b.Rows {
+		off := 0
+		for off < int(lens[r]) {
+			if k >= len(idx) {
+				t.Fatalf("batch %d: index runs out at row %d", b.Seq, r)
+			}
+			lab := refs[idx[k]].Labels
+			if !packed {
+				lab = lab[:lens[r]]
+			}
+			copy(want[r*b.Length+off:], lab)
+			if packed {
+				want[r*b.Length+off] = chat.IgnoreIndex
+			}
+			off += len(lab)
+			k++
+			if !packed {
+				break
+			}
+		}
+	}
+	return want
 }

@@ -152,6 +152,19 @@ func (c *cursor) length() (int, error) {
 }
 
 // skipField skips a field's value of wire type t.
+// fixed32 reads a little-endian 4-byte value.
+func (c *cursor) fixed32() (uint32, error) {
+	var v uint32
+	for i := 0; i < 4; i++ {
+		x, err := c.byte()
+		if err != nil {
+			return 0, err
+		}
+		v |= uint32(x) << (8 * i)
+	}
+	return v, nil
+}
+
 func (c *cursor) skipField(t protowire.Type) error {
 	switch t {
 	case protowire.VarintType:
@@ -203,7 +216,27 @@ const (
 	fCuSeqlens   = 11
 	fSlot        = 12
 	fCuLen       = 13
+	fLabels      = 40 // bytes, SFT datasets
+	fTrained     = 41 // fixed32, with labels
+
+	// iLabels is where fLabels sits in the per-field arrays below (after the contiguous fields 7..13).
+	iLabels = fCuLen + 1
+	nFields = iLabels + 1
 )
+
+// bufIndex maps a bytes field number of Batch to its index in the per-field arrays (-1: not a buffer).
+func bufIndex(num protowire.Number) int {
+	switch {
+	case num >= fInputIDs && num <= fCuSeqlens:
+		return int(num)
+	case num == fLabels:
+		return iLabels
+	}
+	return -1
+}
+
+// bufFields are the per-field array indexes of every buffer, in block order.
+var bufFields = [...]int{fInputIDs, fLengths, fIndex, fPositionIDs, fCuSeqlens, iLabels}
 
 // decodeServerMessage decodes one ServerMessage from bufs into m. A message
 // that is exactly one batch field is decoded by hand; anything else (opened,
@@ -253,13 +286,21 @@ func decodeBatch(c *cursor, n int, pool *blockPool) (*Batch, error) {
 	// bytes fields, so that one block holds them all.
 	probe := &cursor{bufs: append([][]byte(nil), c.bufs...), left: c.left}
 	b := &Batch{}
-	var sizes [fCuLen + 1]int
+	var sizes [nFields]int
 	for probe.left > 0 {
 		num, typ, err := probe.tag()
 		if err != nil {
 			return nil, err
 		}
-		if num >= fInputIDs && num <= fCuSeqlens {
+		if num == fTrained && typ == protowire.Fixed32Type {
+			v, err := probe.fixed32()
+			if err != nil {
+				return nil, err
+			}
+			b.Trained = int(v)
+			continue
+		}
+		if k := bufIndex(num); k >= 0 {
 			if typ != protowire.BytesType {
 				return nil, fmt.Errorf("%w: batch field %d has wire type %d", ErrProtocol, num, typ)
 			}
@@ -267,7 +308,7 @@ func decodeBatch(c *cursor, n int, pool *blockPool) (*Batch, error) {
 			if err != nil {
 				return nil, err
 			}
-			sizes[num] = l // the last occurrence wins, as in protobuf
+			sizes[k] = l // the last occurrence wins, as in protobuf
 			if err := probe.skip(uint64(l)); err != nil {
 				return nil, err
 			}
@@ -304,19 +345,19 @@ func decodeBatch(c *cursor, n int, pool *blockPool) (*Batch, error) {
 	}
 	if b.Slot >= 0 {
 		// Shared memory: the buffers are in a ring slot (see Stream.viewSlot).
-		for f := fInputIDs; f <= fCuSeqlens; f++ {
+		for _, f := range bufFields {
 			if sizes[f] != 0 {
 				return nil, fmt.Errorf("%w: batch %d names slot %d and carries field %d", ErrProtocol, b.Seq, b.Slot, f)
 			}
 		}
 		return b, c.skip(uint64(c.left))
 	}
-	if err := b.checkSizes(sizes[fInputIDs], sizes[fLengths], sizes[fIndex], sizes[fPositionIDs], sizes[fCuSeqlens]); err != nil {
+	if err := b.checkSizes(sizes[fInputIDs], sizes[fLengths], sizes[fIndex], sizes[fPositionIDs], sizes[fCuSeqlens], sizes[iLabels]); err != nil {
 		return nil, err
 	}
-	var regs [fCuLen + 1]region
+	var regs [nFields]region
 	blockLen := 0
-	for f := fInputIDs; f <= fCuSeqlens; f++ {
+	for _, f := range bufFields {
 		regs[f] = region{blockLen, sizes[f]}
 		blockLen += (sizes[f] + 7) &^ 7
 	}
@@ -328,12 +369,12 @@ func decodeBatch(c *cursor, n int, pool *blockPool) (*Batch, error) {
 		if err != nil {
 			return nil, err
 		}
-		if num >= fInputIDs && num <= fCuSeqlens && typ == protowire.BytesType {
+		if k := bufIndex(num); k >= 0 && typ == protowire.BytesType {
 			l, err := c.length()
 			if err != nil {
 				return nil, err
 			}
-			r := regs[num]
+			r := regs[k]
 			if l != r.n { // an earlier duplicate: skip it
 				if err := c.skip(uint64(l)); err != nil {
 					return nil, err
@@ -353,14 +394,15 @@ func decodeBatch(c *cursor, n int, pool *blockPool) (*Batch, error) {
 	return b, nil
 }
 
-func (b *Batch) setViews(raw []byte, regs [fCuLen + 1]region) {
+func (b *Batch) setViews(raw []byte, regs [nFields]region) {
 	view := func(f int) []byte { r := regs[f]; return raw[r.off : r.off+r.n : r.off+r.n] }
 	b.inputIDs, b.lengths, b.index = view(fInputIDs), view(fLengths), view(fIndex)
 	b.positionIDs, b.cuSeqlens = view(fPositionIDs), view(fCuSeqlens)
+	b.labels = view(iLabels)
 }
 
 // checkSizes validates the bytes fields against the batch's shape.
-func (b *Batch) checkSizes(ids, lengths, index, pos, cu int) error {
+func (b *Batch) checkSizes(ids, lengths, index, pos, cu, labels int) error {
 	cells := uint64(b.Rows) * uint64(b.Length)
 	switch {
 	case uint64(ids) != 4*cells:
@@ -373,6 +415,8 @@ func (b *Batch) checkSizes(ids, lengths, index, pos, cu int) error {
 		return fmt.Errorf("%w: batch %d: position_ids has %d bytes, want 0 or %d×%d×4", ErrProtocol, b.Seq, pos, b.Rows, b.Length)
 	case cu != 4*b.CuLen:
 		return fmt.Errorf("%w: batch %d: cu_seqlens has %d bytes, want cu_len %d × 4", ErrProtocol, b.Seq, cu, b.CuLen)
+	case labels != 0 && uint64(labels) != 4*cells:
+		return fmt.Errorf("%w: batch %d: labels has %d bytes, want 0 or %d×%d×4", ErrProtocol, b.Seq, labels, b.Rows, b.Length)
 	}
 	return nil
 }
@@ -381,29 +425,29 @@ func (b *Batch) checkSizes(ids, lengths, index, pos, cu int) error {
 func batchFromProto(pb *gloadpb.Batch, pool *blockPool) (*Batch, error) {
 	b := &Batch{
 		Seq: pb.Seq, GlobalIndex: pb.GlobalIndex, RankStep: pb.RankStep, Rows: int(pb.Rows), Length: int(pb.Length),
-		Pieces: int(pb.Pieces), Slot: pb.Slot, CuLen: int(pb.CuLen),
+		Pieces: int(pb.Pieces), Slot: pb.Slot, CuLen: int(pb.CuLen), Trained: int(pb.TrainedTokens),
 	}
-	fields := [fCuLen + 1][]byte{fInputIDs: pb.InputIds, fLengths: pb.Lengths, fIndex: pb.Index, fPositionIDs: pb.PositionIds, fCuSeqlens: pb.CuSeqlens}
+	fields := [nFields][]byte{fInputIDs: pb.InputIds, fLengths: pb.Lengths, fIndex: pb.Index, fPositionIDs: pb.PositionIds, fCuSeqlens: pb.CuSeqlens, iLabels: pb.Labels}
 	if b.Slot >= 0 {
-		for f := fInputIDs; f <= fCuSeqlens; f++ {
+		for _, f := range bufFields {
 			if len(fields[f]) != 0 {
 				return nil, fmt.Errorf("%w: batch %d names slot %d and carries field %d", ErrProtocol, b.Seq, b.Slot, f)
 			}
 		}
 		return b, nil
 	}
-	if err := b.checkSizes(len(pb.InputIds), len(pb.Lengths), len(pb.Index), len(pb.PositionIds), len(pb.CuSeqlens)); err != nil {
+	if err := b.checkSizes(len(pb.InputIds), len(pb.Lengths), len(pb.Index), len(pb.PositionIds), len(pb.CuSeqlens), len(pb.Labels)); err != nil {
 		return nil, err
 	}
-	var regs [fCuLen + 1]region
+	var regs [nFields]region
 	n := 0
-	for f := fInputIDs; f <= fCuSeqlens; f++ {
+	for _, f := range bufFields {
 		regs[f] = region{n, len(fields[f])}
 		n += (len(fields[f]) + 7) &^ 7
 	}
 	b.block = pool.get(n)
 	raw := b.block.bytes()
-	for f := fInputIDs; f <= fCuSeqlens; f++ {
+	for _, f := range bufFields {
 		copy(raw[regs[f].off:], fields[f])
 	}
 	b.setViews(raw, regs)

@@ -26,8 +26,10 @@ type Batch struct {
 	Pieces      int   // sequences (packed: documents or pieces; otherwise Rows)
 	CuLen       int   // entries in CuSeqlens (packed)
 	Slot        int32 // shared-memory slot (-1 over gRPC)
+	Trained     int   // labels other than -100 (SFT datasets; 0 without labels)
 
 	inputIDs, lengths, index, positionIDs, cuSeqlens []byte
+	labels                                           []byte
 
 	block    *block
 	pool     *blockPool
@@ -56,6 +58,13 @@ func (b *Batch) Index() []int64 { return int64s(b.index) }
 // PositionIDs returns packed batches' position ids ([Rows×Length]; nil for
 // other policies).
 func (b *Batch) PositionIDs() []int32 { return int32s(b.positionIDs) }
+
+// Labels returns the stored SFT labels, [Rows×Length] row-major: -100 at padding and (packed) at each document's
+// first token; nil when the dataset has no labels column.
+func (b *Batch) Labels() []int32 { return int32s(b.labels) }
+
+// LabelsBytes returns Labels as little-endian bytes.
+func (b *Batch) LabelsBytes() []byte { return b.labels }
 
 // CuSeqlens returns packed batches' cumulative sequence lengths over the
 // flattened batch ([CuLen]; nil for other policies).
@@ -384,8 +393,11 @@ func (s *Stream) viewSlot(b *Batch) error {
 	b.index = view(l.Index, 8*uint64(b.Pieces))
 	b.positionIDs = view(l.PositionIds, pos)
 	b.cuSeqlens = view(l.CuSeqlens, 4*uint64(b.CuLen))
+	if s.opened.Labels {
+		b.labels = view(l.Labels, 4*cells)
+	}
 	if err != nil {
-		b.inputIDs, b.lengths, b.index, b.positionIDs, b.cuSeqlens = nil, nil, nil, nil, nil
+		b.inputIDs, b.lengths, b.index, b.positionIDs, b.cuSeqlens, b.labels = nil, nil, nil, nil, nil, nil
 	}
 	return err
 }

@@ -26,6 +26,8 @@ type Need struct {
 	CuLen  int64 // entries of cu_seqlens (0 unless packed)
 	// Positions says that batches carry position_ids (packed).
 	Positions bool
+	// Labels says that batches carry labels (SFT datasets): Cells entries, placed last.
+	Labels bool
 }
 
 // Layout is where each buffer of a batch sits inside a slot, in bytes from
@@ -35,6 +37,7 @@ type Need struct {
 // an offset (its size is zero).
 type Layout struct {
 	InputIDs, Lengths, Index, PositionIDs, CuSeqlens int64
+	Labels                                           int64 // int32, after every other buffer
 	SlotBytes                                        int64
 }
 
@@ -64,6 +67,7 @@ func NewLayout(n Need) (Layout, error) {
 		{&l.Lengths, n.Rows, 4},
 		{&l.Index, n.Pieces, 8},
 		{&l.CuSeqlens, n.CuLen, 4},
+		{&l.Labels, labelCells(n), 4},
 	}
 	for _, s := range steps {
 		if *s.dst, err = place(s.count, s.elem); err != nil {
@@ -75,6 +79,13 @@ func NewLayout(n Need) (Layout, error) {
 		return Layout{}, fmt.Errorf("%w: a slot of %d bytes is more than the limit of %d", ErrLayout, l.SlotBytes, int64(MaxSlotBytes))
 	}
 	return l, nil
+}
+
+func labelCells(n Need) int64 {
+	if n.Labels {
+		return n.Cells
+	}
+	return 0
 }
 
 func positions(n Need) int64 {

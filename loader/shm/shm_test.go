@@ -22,11 +22,15 @@ func TestNewLayout(t *testing.T) {
 	}{
 		{"empty", Need{}, Layout{SlotBytes: SlotAlign}, false},
 		{"bucketed 16x1024", Need{Cells: 16 * 1024, Rows: 16, Pieces: 16},
-			Layout{InputIDs: 0, PositionIDs: 65536, Lengths: 65536, Index: 65600, CuSeqlens: 65728, SlotBytes: 69632}, false},
+			Layout{InputIDs: 0, PositionIDs: 65536, Lengths: 65536, Index: 65600, CuSeqlens: 65728, Labels: 65728, SlotBytes: 69632}, false},
+		{"bucketed 16x1024 with labels", Need{Cells: 16 * 1024, Rows: 16, Pieces: 16, Labels: true},
+			Layout{InputIDs: 0, PositionIDs: 65536, Lengths: 65536, Index: 65600, CuSeqlens: 65728, Labels: 65728, SlotBytes: 135168}, false},
 		{"packed 2x512", Need{Cells: 1024, Rows: 2, Pieces: 9, CuLen: 12, Positions: true},
-			Layout{InputIDs: 0, PositionIDs: 4096, Lengths: 8192, Index: 8256, CuSeqlens: 8384, SlotBytes: 12288}, false},
+			Layout{InputIDs: 0, PositionIDs: 4096, Lengths: 8192, Index: 8256, CuSeqlens: 8384, Labels: 8448, SlotBytes: 12288}, false},
+		{"packed 2x512 with labels", Need{Cells: 1024, Rows: 2, Pieces: 9, CuLen: 12, Positions: true, Labels: true},
+			Layout{InputIDs: 0, PositionIDs: 4096, Lengths: 8192, Index: 8256, CuSeqlens: 8384, Labels: 8448, SlotBytes: 16384}, false},
 		{"odd sizes align", Need{Cells: 3, Rows: 3, Pieces: 3},
-			Layout{InputIDs: 0, PositionIDs: 64, Lengths: 64, Index: 128, CuSeqlens: 192, SlotBytes: 4096}, false},
+			Layout{InputIDs: 0, PositionIDs: 64, Lengths: 64, Index: 128, CuSeqlens: 192, Labels: 192, SlotBytes: 4096}, false},
 		{"negative", Need{Cells: -1}, Layout{}, true},
 		{"overflow", Need{Cells: 1 << 62}, Layout{}, true},
 		{"too large", Need{Cells: MaxSlotBytes / 4, Rows: 1}, Layout{}, true},
@@ -42,7 +46,7 @@ func TestNewLayout(t *testing.T) {
 			if err != nil || got != tc.want {
 				t.Fatalf("NewLayout(%+v) = %+v, %v; want %+v", tc.need, got, err, tc.want)
 			}
-			for _, off := range []int64{got.InputIDs, got.Lengths, got.Index, got.PositionIDs, got.CuSeqlens} {
+			for _, off := range []int64{got.InputIDs, got.Lengths, got.Index, got.PositionIDs, got.CuSeqlens, got.Labels} {
 				if off%BufferAlign != 0 || off > got.SlotBytes {
 					t.Fatalf("offset %d not aligned or outside the slot", off)
 				}

@@ -927,6 +927,7 @@ type SlotLayout struct {
 	Index         uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
 	PositionIds   uint64                 `protobuf:"varint,4,opt,name=position_ids,json=positionIds,proto3" json:"position_ids,omitempty"`
 	CuSeqlens     uint64                 `protobuf:"varint,5,opt,name=cu_seqlens,json=cuSeqlens,proto3" json:"cu_seqlens,omitempty"`
+	Labels        uint64                 `protobuf:"varint,42,opt,name=labels,proto3" json:"labels,omitempty"` // SFT datasets (Opened.labels): int32 [rows, length]
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -996,6 +997,13 @@ func (x *SlotLayout) GetCuSeqlens() uint64 {
 	return 0
 }
 
+func (x *SlotLayout) GetLabels() uint64 {
+	if x != nil {
+		return x.Labels
+	}
+	return 0
+}
+
 type Opened struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Fingerprint string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
@@ -1015,6 +1023,7 @@ type Opened struct {
 	Sources       []string        `protobuf:"bytes,50,rep,name=sources,proto3" json:"sources,omitempty"`
 	SourceOffsets []uint64        `protobuf:"varint,51,rep,packed,name=source_offsets,json=sourceOffsets,proto3" json:"source_offsets,omitempty"`
 	Shares        []*MixtureShare `protobuf:"bytes,52,rep,name=shares,proto3" json:"shares,omitempty"`
+	Labels        bool            `protobuf:"varint,44,opt,name=labels,proto3" json:"labels,omitempty"` // batches carry labels: the dataset stores an SFT labels column
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1154,22 +1163,33 @@ func (x *Opened) GetShares() []*MixtureShare {
 	return nil
 }
 
+func (x *Opened) GetLabels() bool {
+	if x != nil {
+		return x.Labels
+	}
+	return false
+}
+
 // Batch is one batch of `rows` sequences padded to `length` tokens.
 type Batch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`                                    // position in this stream, from 0
-	GlobalIndex   uint64                 `protobuf:"varint,2,opt,name=global_index,json=globalIndex,proto3" json:"global_index,omitempty"` // index in the epoch plan
-	RankStep      uint64                 `protobuf:"varint,3,opt,name=rank_step,json=rankStep,proto3" json:"rank_step,omitempty"`          // position in the rank's sequence: consuming it makes consumed = start + (rank_step+1) × world
-	Rows          uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`
-	Length        uint32                 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
-	Pieces        uint32                 `protobuf:"varint,6,opt,name=pieces,proto3" json:"pieces,omitempty"`                              // sequences in the batch (packed: documents or pieces; otherwise = rows)
-	InputIds      []byte                 `protobuf:"bytes,7,opt,name=input_ids,json=inputIds,proto3" json:"input_ids,omitempty"`           // int32 [rows, length], padded with pad_id
-	Lengths       []byte                 `protobuf:"bytes,8,opt,name=lengths,proto3" json:"lengths,omitempty"`                             // int32 [rows]: real tokens per row (attention mask = position < length)
-	Index         []byte                 `protobuf:"bytes,9,opt,name=index,proto3" json:"index,omitempty"`                                 // int64 [pieces]: the dataset row of each sequence
-	PositionIds   []byte                 `protobuf:"bytes,10,opt,name=position_ids,json=positionIds,proto3" json:"position_ids,omitempty"` // packed: int32 [rows, length], restarting at position_start for each document
-	CuSeqlens     []byte                 `protobuf:"bytes,11,opt,name=cu_seqlens,json=cuSeqlens,proto3" json:"cu_seqlens,omitempty"`       // packed: int32 [n+1], cumulative lengths over the flattened batch (each row's padding tail is one segment)
-	Slot          int32                  `protobuf:"varint,12,opt,name=slot,proto3" json:"slot,omitempty"`                                 // shm: the slot holding the buffers above (then empty here); -1 over gRPC
-	CuLen         uint32                 `protobuf:"varint,13,opt,name=cu_len,json=cuLen,proto3" json:"cu_len,omitempty"`                  // packed: entries in cu_seqlens
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`                                    // position in this stream, from 0
+	GlobalIndex uint64                 `protobuf:"varint,2,opt,name=global_index,json=globalIndex,proto3" json:"global_index,omitempty"` // index in the epoch plan
+	RankStep    uint64                 `protobuf:"varint,3,opt,name=rank_step,json=rankStep,proto3" json:"rank_step,omitempty"`          // position in the rank's sequence: consuming it makes consumed = start + (rank_step+1) × world
+	Rows        uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`
+	Length      uint32                 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
+	Pieces      uint32                 `protobuf:"varint,6,opt,name=pieces,proto3" json:"pieces,omitempty"`                              // sequences in the batch (packed: documents or pieces; otherwise = rows)
+	InputIds    []byte                 `protobuf:"bytes,7,opt,name=input_ids,json=inputIds,proto3" json:"input_ids,omitempty"`           // int32 [rows, length], padded with pad_id
+	Lengths     []byte                 `protobuf:"bytes,8,opt,name=lengths,proto3" json:"lengths,omitempty"`                             // int32 [rows]: real tokens per row (attention mask = position < length)
+	Index       []byte                 `protobuf:"bytes,9,opt,name=index,proto3" json:"index,omitempty"`                                 // int64 [pieces]: the dataset row of each sequence
+	PositionIds []byte                 `protobuf:"bytes,10,opt,name=position_ids,json=positionIds,proto3" json:"position_ids,omitempty"` // packed: int32 [rows, length], restarting at position_start for each document
+	CuSeqlens   []byte                 `protobuf:"bytes,11,opt,name=cu_seqlens,json=cuSeqlens,proto3" json:"cu_seqlens,omitempty"`       // packed: int32 [n+1], cumulative lengths over the flattened batch (each row's padding tail is one segment)
+	Slot        int32                  `protobuf:"varint,12,opt,name=slot,proto3" json:"slot,omitempty"`                                 // shm: the slot holding the buffers above (then empty here); -1 over gRPC
+	CuLen       uint32                 `protobuf:"varint,13,opt,name=cu_len,json=cuLen,proto3" json:"cu_len,omitempty"`                  // packed: entries in cu_seqlens
+	// SFT datasets (Opened.labels): int32 [rows, length], the stored labels; -100 at padding and, in packed rows, at
+	// the first token of every document (transformers' DataCollatorWithFlattening), so no loss crosses documents.
+	Labels        []byte `protobuf:"bytes,40,opt,name=labels,proto3" json:"labels,omitempty"`
+	TrainedTokens uint32 `protobuf:"fixed32,41,opt,name=trained_tokens,json=trainedTokens,proto3" json:"trained_tokens,omitempty"` // labels other than -100 in this batch (what loss is normalised by); with labels only
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1291,6 +1311,20 @@ func (x *Batch) GetSlot() int32 {
 func (x *Batch) GetCuLen() uint32 {
 	if x != nil {
 		return x.CuLen
+	}
+	return 0
+}
+
+func (x *Batch) GetLabels() []byte {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Batch) GetTrainedTokens() uint32 {
+	if x != nil {
+		return x.TrainedTokens
 	}
 	return 0
 }
@@ -1482,10 +1516,11 @@ type DatasetInfo struct {
 	TokenizerHash string                 `protobuf:"bytes,5,opt,name=tokenizer_hash,json=tokenizerHash,proto3" json:"tokenizer_hash,omitempty"`
 	Shards        uint32                 `protobuf:"varint,6,opt,name=shards,proto3" json:"shards,omitempty"`
 	MaxLength     uint32                 `protobuf:"varint,7,opt,name=max_length,json=maxLength,proto3" json:"max_length,omitempty"`
-	PadId         int32                  `protobuf:"varint,72,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"`         // the pad token id recorded when the dataset was written (meaningful when pad_from is set)
-	PadToken      string                 `protobuf:"bytes,73,opt,name=pad_token,json=padToken,proto3" json:"pad_token,omitempty"` // its text
-	PadFrom       string                 `protobuf:"bytes,74,opt,name=pad_from,json=padFrom,proto3" json:"pad_from,omitempty"`    // "pad_token", "eos_token" (the tokenizer had no pad token) or "flag"; "" when none was recorded
-	Mixture       []*MixtureSource       `protobuf:"bytes,50,rep,name=mixture,proto3" json:"mixture,omitempty"`                   // a mixture the server was started with: its sources (rows/tokens are their sums)
+	PadId         int32                  `protobuf:"varint,72,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"`             // the pad token id recorded when the dataset was written (meaningful when pad_from is set)
+	PadToken      string                 `protobuf:"bytes,73,opt,name=pad_token,json=padToken,proto3" json:"pad_token,omitempty"`     // its text
+	HasLabels     bool                   `protobuf:"varint,43,opt,name=has_labels,json=hasLabels,proto3" json:"has_labels,omitempty"` // the dataset stores SFT labels (served in every batch)
+	PadFrom       string                 `protobuf:"bytes,74,opt,name=pad_from,json=padFrom,proto3" json:"pad_from,omitempty"`        // "pad_token", "eos_token" (the tokenizer had no pad token) or "flag"; "" when none was recorded
+	Mixture       []*MixtureSource       `protobuf:"bytes,50,rep,name=mixture,proto3" json:"mixture,omitempty"`                       // a mixture the server was started with: its sources (rows/tokens are their sums)
 	MixBy         string                 `protobuf:"bytes,51,opt,name=mix_by,json=mixBy,proto3" json:"mix_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1582,6 +1617,13 @@ func (x *DatasetInfo) GetPadToken() string {
 		return x.PadToken
 	}
 	return ""
+}
+
+func (x *DatasetInfo) GetHasLabels() bool {
+	if x != nil {
+		return x.HasLabels
+	}
+	return false
 }
 
 func (x *DatasetInfo) GetPadFrom() string {
@@ -2212,7 +2254,7 @@ const file_gload_proto_rawDesc = "" +
 	"\x03msg\"3\n" +
 	"\x05Shape\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x16\n" +
-	"\x06length\x18\x02 \x01(\rR\x06length\"\x9b\x01\n" +
+	"\x06length\x18\x02 \x01(\rR\x06length\"\xb3\x01\n" +
 	"\n" +
 	"SlotLayout\x12\x1b\n" +
 	"\tinput_ids\x18\x01 \x01(\x04R\binputIds\x12\x18\n" +
@@ -2220,7 +2262,8 @@ const file_gload_proto_rawDesc = "" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12!\n" +
 	"\fposition_ids\x18\x04 \x01(\x04R\vpositionIds\x12\x1d\n" +
 	"\n" +
-	"cu_seqlens\x18\x05 \x01(\x04R\tcuSeqlens\"\xfc\x03\n" +
+	"cu_seqlens\x18\x05 \x01(\x04R\tcuSeqlens\x12\x16\n" +
+	"\x06labels\x18* \x01(\x04R\x06labels\"\x94\x04\n" +
 	"\x06Opened\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x04R\abatches\x12+\n" +
@@ -2240,7 +2283,8 @@ const file_gload_proto_rawDesc = "" +
 	"\x06pad_id\x18K \x01(\x05R\x05padId\x12\x18\n" +
 	"\asources\x182 \x03(\tR\asources\x12%\n" +
 	"\x0esource_offsets\x183 \x03(\x04R\rsourceOffsets\x12.\n" +
-	"\x06shares\x184 \x03(\v2\x16.gload.v1.MixtureShareR\x06shares\"\xd7\x02\n" +
+	"\x06shares\x184 \x03(\v2\x16.gload.v1.MixtureShareR\x06shares\x12\x16\n" +
+	"\x06labels\x18, \x01(\bR\x06labels\"\x96\x03\n" +
 	"\x05Batch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12!\n" +
 	"\fglobal_index\x18\x02 \x01(\x04R\vglobalIndex\x12\x1b\n" +
@@ -2256,7 +2300,9 @@ const file_gload_proto_rawDesc = "" +
 	"\n" +
 	"cu_seqlens\x18\v \x01(\fR\tcuSeqlens\x12\x12\n" +
 	"\x04slot\x18\f \x01(\x05R\x04slot\x12\x15\n" +
-	"\x06cu_len\x18\r \x01(\rR\x05cuLen\"\x1f\n" +
+	"\x06cu_len\x18\r \x01(\rR\x05cuLen\x12\x16\n" +
+	"\x06labels\x18( \x01(\fR\x06labels\x12%\n" +
+	"\x0etrained_tokens\x18) \x01(\aR\rtrainedTokens\"\x1f\n" +
 	"\x03End\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches\"\x8e\x01\n" +
 	"\rServerMessage\x12*\n" +
@@ -2264,7 +2310,7 @@ const file_gload_proto_rawDesc = "" +
 	"\x05batch\x18\x02 \x01(\v2\x0f.gload.v1.BatchH\x00R\x05batch\x12!\n" +
 	"\x03end\x18\x03 \x01(\v2\r.gload.v1.EndH\x00R\x03endB\x05\n" +
 	"\x03msg\"\x15\n" +
-	"\x13ListDatasetsRequest\"\xe6\x02\n" +
+	"\x13ListDatasetsRequest\"\x85\x03\n" +
 	"\vDatasetInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x04R\x04rows\x12\x16\n" +
@@ -2275,7 +2321,9 @@ const file_gload_proto_rawDesc = "" +
 	"\n" +
 	"max_length\x18\a \x01(\rR\tmaxLength\x12\x15\n" +
 	"\x06pad_id\x18H \x01(\x05R\x05padId\x12\x1b\n" +
-	"\tpad_token\x18I \x01(\tR\bpadToken\x12\x19\n" +
+	"\tpad_token\x18I \x01(\tR\bpadToken\x12\x1d\n" +
+	"\n" +
+	"has_labels\x18+ \x01(\bR\thasLabels\x12\x19\n" +
 	"\bpad_from\x18J \x01(\tR\apadFrom\x121\n" +
 	"\amixture\x182 \x03(\v2\x17.gload.v1.MixtureSourceR\amixture\x12\x15\n" +
 	"\x06mix_by\x183 \x01(\tR\x05mixBy\"I\n" +

@@ -22,11 +22,13 @@ log = logging.getLogger("gload")
 IGNORE_INDEX = -100  # labels of padding (and of packed documents' first tokens): ignored by the loss
 
 # The buffers of a batch: (wire field, element dtype).
-_FIELDS = (("input_ids", "<i4"), ("lengths", "<i4"), ("index", "<i8"), ("position_ids", "<i4"), ("cu_seqlens", "<i4"))
+_FIELDS = (("input_ids", "<i4"), ("lengths", "<i4"), ("index", "<i8"), ("position_ids", "<i4"), ("cu_seqlens", "<i4"),
+           ("labels", "<i4"))
 
 
-def _counts(b: "pb.Batch") -> Dict[str, int]:
-    """Element counts of each buffer of b, from its shape."""
+def _counts(b: "pb.Batch", stored_labels: bool = False) -> Dict[str, int]:
+    """Element counts of each buffer of b, from its shape; stored_labels: the stream serves an SFT dataset's labels
+    (Opened.labels)."""
     cells = b.rows * b.length
     packed = b.cu_len > 0
     return {
@@ -35,6 +37,7 @@ def _counts(b: "pb.Batch") -> Dict[str, int]:
         "index": b.pieces,
         "position_ids": cells if packed else 0,
         "cu_seqlens": b.cu_len,
+        "labels": cells if stored_labels else 0,
     }
 
 
@@ -64,6 +67,7 @@ class Converter:
     ) -> None:
         self.tensors = tensors
         self.labels = labels
+        self.stored_labels = False  # set from Opened.labels: batches carry the dataset's SFT labels
         self.position_start = position_start
         self.keys = None if keys is None else tuple(keys)
         self.ring = ring
@@ -97,7 +101,7 @@ class Converter:
 
     def _np_sources(self, b: "pb.Batch") -> Dict[str, np.ndarray]:
         """numpy views of b's buffers (in the message or the slot): valid until the batch is acknowledged."""
-        counts = _counts(b)
+        counts = _counts(b, self.stored_labels)
         out = {}
         if b.slot >= 0:
             if self.ring is None or self.layout is None:
@@ -133,7 +137,9 @@ class Converter:
         pos = None
         if packed:
             pos = src["position_ids"].reshape(rows, length).astype(self._np_dtype)
-        if self.labels:
+        if self.labels and self.stored_labels:
+            out["labels"] = src["labels"].reshape(rows, length).astype(self._np_dtype)  # -100 already where no loss
+        elif self.labels:
             labels = np.where(mask, ids, IGNORE_INDEX).astype(self._np_dtype)
             if pos is not None:
                 labels[pos == self.position_start] = IGNORE_INDEX
@@ -159,7 +165,7 @@ class Converter:
             torch.cuda.set_device(self.device)
             torch.cuda.set_stream(self._stream)
             self._thread = threading.get_ident()
-        counts = _counts(b)
+        counts = _counts(b, self.stored_labels)
         if b.slot >= 0:
             if self.ring is None or self.layout is None:
                 raise ProtocolError(f"batch {b.seq} names slot {b.slot} on a stream without a ring")
@@ -221,7 +227,10 @@ class Converter:
             pos = field("position_ids", torch.int32).view(rows, length)
             if self._torch_dtype != torch.int32:
                 pos = pos.to(self._torch_dtype)
-        if self.labels:
+        if self.labels and self.stored_labels:
+            labels = field("labels", torch.int32).view(rows, length)
+            out["labels"] = labels if self._torch_dtype == torch.int32 else labels.to(self._torch_dtype)
+        elif self.labels:
             labels = ids.masked_fill(~mask, IGNORE_INDEX) if ids is not ids32 else ids32.masked_fill(~mask, IGNORE_INDEX)
             if pos is not None:
                 labels.masked_fill_(pos == self.position_start, IGNORE_INDEX)

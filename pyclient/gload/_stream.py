@@ -136,6 +136,7 @@ class Stream:
                     f"shm transport: ring {o.shm_path} announced by {self.addr} is not readable ({e}): run the client "
                     "as the server's user, or use transport='grpc'") from e
         self.converter = self._make_converter(self.ring, o.layout if o.shm_path else None)
+        self.converter.stored_labels = bool(o.labels)
         self.opened = o
         self._opened_event.set()
 
