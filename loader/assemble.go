@@ -87,6 +87,12 @@ func newAssembler(src tokenSource, pool *bufPool, maxBytes int64) *assembler {
 	return a
 }
 
+// storesLabels reports whether src stores SFT labels (batches then carry them).
+func storesLabels(src tokenSource) bool {
+	ls, ok := src.(labelSource)
+	return ok && ls.HasLabels()
+}
+
 // hasLabels reports whether batches of this assembler's source carry stored labels.
 func (a *assembler) hasLabels() bool { return a.labels != nil }
 

@@ -110,6 +110,26 @@ func (d mixData) AppendTokens(dst []int32, i int) ([]int32, error) {
 	return d.m.parts[s].ds.AppendTokens(dst, r)
 }
 
+// HasLabels: a mixture serves labels when every source stores them.
+func (d mixData) HasLabels() bool {
+	for _, p := range d.m.parts {
+		if !p.ds.HasLabels() {
+			return false
+		}
+	}
+	return len(d.m.parts) > 0
+}
+
+func (d mixData) Labels(i int) ([]int32, error) {
+	s, r := d.m.locate(i)
+	return d.m.parts[s].ds.Labels(r)
+}
+
+func (d mixData) AppendLabels(dst []int32, i int) ([]int32, error) {
+	s, r := d.m.locate(i)
+	return d.m.parts[s].ds.AppendLabels(dst, r)
+}
+
 // tokens is what batch assembly reads this target's rows from.
 func (d *served) tokens() tokenSource {
 	if d.mix != nil {

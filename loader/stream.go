@@ -205,7 +205,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 			PositionIds: uint64(layout.PositionIDs), CuSeqlens: uint64(layout.CuSeqlens), Labels: uint64(layout.Labels),
 		}
 	}
-	opened.Labels = c.ds.ds.HasLabels()
+	opened.Labels = storesLabels(c.ds.tokens())
 	if err := stream.Send(&gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_Opened{Opened: opened}}); err != nil {
 		return err
 	}
@@ -450,7 +450,7 @@ func (s *Server) createRing(c *consumer, slots int) (*shm.Ring, shm.Layout, erro
 // of the consumer's batches.
 func ringNeed(c *consumer) shm.Need {
 	var n shm.Need
-	n.Labels = c.ds.ds.HasLabels()
+	n.Labels = storesLabels(c.ds.tokens())
 	for _, sh := range c.plan.Shapes() {
 		n.Cells = max(n.Cells, int64(sh.Rows)*int64(sh.Length))
 		n.Rows = max(n.Rows, int64(sh.Rows))
