@@ -41,12 +41,15 @@ test: lint build
 	$(GO) test -count=1 -tags hftokenizers ./tokenize/...
 
 # The concurrent tokenize pipeline under the race detector (its stress test runs GOMAXPROCS above the core count
-# with background CPU load; about 45 s on 2 cores), and the object-storage shard cache with the streams that use it.
+# with background CPU load; about 45 s on 2 cores), the object-storage shard cache with the streams that use it, and
+# the whole service package with its Go client (about 110 s here on 2 busy cores).
 test-race:
 	@echo "test-race: start $$(date -u +%T)"
 	$(GO) test -race -count=1 ./tokenize/pipeline/...
 	$(GO) test -race -count=1 ./loader/shardcache/ ./loader/objstore/...
-	$(GO) test -race -count=1 -run 'ObjectStorage|SlowStorage|Lazy' ./loader/ ./loader/dataset/
+	$(GO) test -race -count=1 -run 'ObjectStorage|SlowStorage|Lazy' ./loader/dataset/
+	@echo "test-race: the service (streams, limits, watch, auth) and its Go client $$(date -u +%T)"
+	$(GO) test -race -count=1 ./loader/ ./loader/client/ ./loader/gpuwatch/ ./loader/access/
 	@echo "test-race: done $$(date -u +%T)"
 
 # The Python client (pyclient/) against a real gload serve, in the newest (.venv) and the oldest supported
