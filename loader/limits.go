@@ -114,13 +114,16 @@ func wireBufferBytes(n int64) int64 {
 }
 
 // grpcBatchBytes bounds the encoded size of the consumer's largest batch:
-// input_ids (and position_ids when packed), lengths, index and cu_seqlens,
-// plus headers.
+// input_ids (and position_ids when packed, labels when the dataset stores
+// them), lengths, index and cu_seqlens, plus headers.
 func grpcBatchBytes(c *consumer) int64 {
 	n := ringNeed(c)
 	b := 4*n.Cells + 4*n.Rows + 8*n.Pieces + 4*n.CuLen + 256
 	if n.Positions {
 		b += 4 * n.Cells
+	}
+	if n.Labels {
+		b += 4*n.Cells + 8
 	}
 	return b
 }
