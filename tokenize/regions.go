@@ -27,10 +27,13 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 	if !utf8.ValidString(text) {
 		return dst, regions, fmt.Errorf("tokenize: EncodeRegions: text is not valid UTF-8")
 	}
+	lens := t.tokenLengths()
 	s := t.getSession()
 	defer t.putSession(s)
-	raw := t.added.split(nil, text, false)
-	for i, p := range raw {
+	s.raw = t.added.split(s.raw[:0], text, false)
+	defer func() { clear(s.raw); clear(s.norm); clear(s.words) }()
+	var inner []int // normalized byte offsets of the cuts inside the current piece
+	for i, p := range s.raw {
 		pos := offsetIn(text, p.text)
 		if pos < 0 {
 			return dst, regions, fmt.Errorf("tokenize: EncodeRegions: internal: piece not inside the text")
@@ -43,7 +46,7 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 		}
 		// Cuts strictly inside this piece, placed in normalized coordinates.
 		normalized := p.text
-		var inner []int // normalized byte offsets of the cuts inside the piece
+		inner = inner[:0]
 		if t.normalizer != nil {
 			normalized = t.normalizer.Normalize(p.text)
 		}
@@ -61,8 +64,8 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 			inner = append(inner, len(head))
 		}
 		region := func(ns int) int32 { return int32(base + countAtOrBefore(inner, ns)) }
-		norm := t.added.split(nil, normalized, true)
-		for j, q := range norm {
+		s.norm = t.added.split(s.norm[:0], normalized, true)
+		for j, q := range s.norm {
 			qpos := offsetIn(normalized, q.text)
 			if qpos < 0 {
 				return dst, regions, fmt.Errorf("tokenize: EncodeRegions: internal: normalized piece not inside the normalized text")
@@ -72,11 +75,12 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 				regions = append(regions, region(qpos))
 				continue
 			}
-			words := []string{q.text}
 			if t.pre != nil {
-				words = pretok.SplitPiece(t.pre, q.text, i == 0 && j == 0, nil)
+				s.words = pretok.SplitPiece(t.pre, q.text, i == 0 && j == 0, s.words[:0])
+			} else {
+				s.words = append(s.words[:0], q.text)
 			}
-			for _, w := range words {
+			for _, w := range s.words {
 				wpos := offsetIn(q.text, w)
 				if wpos < 0 {
 					return dst, regions, fmt.Errorf("tokenize: EncodeRegions: the pre-tokenizer rewrites its words (Metaspace?): token offsets are not supported for this tokenizer.json")
@@ -87,11 +91,10 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 				off := 0
 				for _, id := range dst[n0:] {
 					regions = append(regions, region(at+off))
-					n, err := t.tokenBytes(id, w[off:])
-					if err != nil {
-						return dst, regions, err
+					if id < 0 || int(id) >= len(lens) || lens[id] < 0 {
+						return dst, regions, fmt.Errorf("tokenize: EncodeRegions: id %d has no known spelling", id)
 					}
-					off += n
+					off += int(lens[id])
 				}
 				if off != len(w) {
 					return dst, regions, fmt.Errorf("tokenize: EncodeRegions: tokens of %q spell %d of its %d bytes", w, off, len(w))
@@ -102,29 +105,38 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 	return dst, regions, nil
 }
 
-// tokenBytes is how many bytes of rest (the word from this token on) token id stands for.
-func (t *Tokenizer) tokenBytes(id int32, rest string) (int, error) {
-	tok, ok := t.model.IDToToken(id)
-	if !ok {
-		return 0, fmt.Errorf("tokenize: EncodeRegions: id %d is not in the vocabulary", id)
-	}
-	if t.byteLevel {
-		b, ok := tokjson.ByteLevelDecode(tok)
-		if ok && strings.HasPrefix(rest, string(b)) {
-			return len(b), nil
-		}
-	} else {
-		if strings.HasPrefix(rest, tok) {
-			return len(tok), nil
-		}
-		if len(tok) == 6 && strings.HasPrefix(tok, "<0x") && tok[5] == '>' && rest != "" {
-			var b byte
-			if _, err := fmt.Sscanf(tok[3:5], "%02X", &b); err == nil && rest[0] == b {
-				return 1, nil
+// tokenLengths is, per model id, how many bytes of a word the token stands for (-1: no spelling), built once:
+// byte-level vocabularies spell bytes (GPT-2 mapping), byte-fallback tokens <0xNN> one byte, others their string.
+// EncodeRegions checks that a word's tokens add up to the word.
+func (t *Tokenizer) tokenLengths() []int32 {
+	t.lensOnce.Do(func() {
+		n := t.model.VocabSize()
+		lens := make([]int32, 0, n)
+		for id := int32(0); ; id++ {
+			tok, ok := t.model.IDToToken(id)
+			if !ok {
+				if int(id) >= n {
+					break
+				}
+				lens = append(lens, -1)
+				continue
 			}
+			l := int32(len(tok))
+			switch {
+			case t.byteLevel:
+				if b, ok := tokjson.ByteLevelDecode(tok); ok {
+					l = int32(len(b))
+				} else {
+					l = -1
+				}
+			case len(tok) == 6 && strings.HasPrefix(tok, "<0x") && tok[5] == '>':
+				l = 1
+			}
+			lens = append(lens, l)
 		}
-	}
-	return 0, fmt.Errorf("tokenize: EncodeRegions: token %q (id %d) does not spell the text it came from (%.20q)", tok, id, rest)
+		t.lens = lens
+	})
+	return t.lens
 }
 
 // offsetIn is the byte offset of sub inside s when sub is a substring of s's memory (as splitting returns), else -1.

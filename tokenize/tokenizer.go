@@ -62,6 +62,8 @@ type Tokenizer struct {
 	decoder    decode.Decoder
 	added      *addedVocab
 	byteLevel  bool // the pre-tokenizer is ByteLevel: vocabulary strings spell bytes (EncodeRegions needs it)
+	lensOnce   sync.Once
+	lens       []int32 // bytes spelled per model id (tokenLengths)
 	hash       string
 	sessions   chan *session // idle sessions, kept warm (a sync.Pool would drop their word caches at every GC)
 	warnings   []string

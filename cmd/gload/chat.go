@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize"
 	"github.com/gload/gload/tokenize/chat"
 	"github.com/gload/gload/tokenize/corpus"
@@ -70,5 +73,43 @@ func (c *chatFlags) setup(o *tokenizeOptions, eng tokenize.Engine, opts *pipelin
 	if o.keepColumns != nil {
 		return fmt.Errorf("--format chat: --keep-columns is not supported yet")
 	}
+	return nil
+}
+
+// showLabels prints row n's labels (inspect --show-labels): the trained share and, with a tokenizer, the text with
+// every run of trained tokens between « and ».
+func showLabels(w io.Writer, ds *dataset.Dataset, eng tokenize.Engine, n int, ids []int32) error {
+	if !ds.HasLabels() {
+		return fmt.Errorf("--show-labels: the dataset has no labels column (not written with --format chat)")
+	}
+	labels, err := ds.AppendLabels(nil, n)
+	if err != nil {
+		return err
+	}
+	trained := 0
+	for _, l := range labels {
+		if l != chat.IgnoreIndex {
+			trained++
+		}
+	}
+	fmt.Fprintf(w, "  labels %v\n  trained %d of %d tokens\n", labels, trained, len(labels))
+	if eng == nil {
+		return nil
+	}
+	var b strings.Builder
+	for start := 0; start < len(ids); {
+		on := labels[start] != chat.IgnoreIndex
+		end := start
+		for end < len(ids) && (labels[end] != chat.IgnoreIndex) == on {
+			end++
+		}
+		text := eng.Decode(ids[start:end], false)
+		if on {
+			text = "«" + text + "»"
+		}
+		b.WriteString(text)
+		start = end
+	}
+	fmt.Fprintf(w, "  marked %q\n", b.String())
 	return nil
 }

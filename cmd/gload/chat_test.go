@@ -235,3 +235,27 @@ func expectedLabels(t *testing.T, b *client.Batch, refs []fixtures.ChatRef, pack
 	}
 	return want
 }
+
+// TestInspectShowLabels: inspect --show-labels prints the labels and marks the trained span of the decoded text.
+func TestInspectShowLabels(t *testing.T) {
+	dir := t.TempDir()
+	tokDir := filepath.Join(dir, "tok")
+	os.Mkdir(tokDir, 0o755)
+	tokPath := filepath.Join(tokDir, "tokenizer.json")
+	gunzipTo(t, fixtures.TokenizerPath(t, "llama3"), tokPath)
+	gunzipTo(t, fixtures.Path(t, "chat", "tokenizers", "llama3-instruct", "tokenizer_config.json.gz"), filepath.Join(tokDir, "tokenizer_config.json"))
+	in := filepath.Join(dir, "sft.jsonl")
+	os.WriteFile(in, []byte(`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo there"}]}`+"\n"), 0o644)
+	out := filepath.Join(dir, "ds")
+	if _, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--tokenizer", tokPath, "--out", out, in); code != 0 {
+		t.Fatalf("tokenize exit %d: %s", code, stderr)
+	}
+	stdout, stderr, code := gload(t, "", "inspect", out, "--decode", "0", "--show-labels", "--tokenizer", tokPath)
+	want := `<|start_header_id|>assistant<|end_header_id|>\n\n«yo there<|eot_id|>»`
+	if code != 0 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "trained 3 of") {
+		t.Fatalf("exit %d, want %s in\n%s\n%s", code, want, stdout, stderr)
+	}
+	if _, _, code := gload(t, "", "inspect", out, "--decode", "0", "--show-labels"); code != 0 {
+		t.Fatal("--show-labels without --tokenizer failed")
+	}
+}

@@ -20,6 +20,7 @@ type inspectOptions struct {
 	engine    string
 	indexDir  string
 	verify    bool
+	labels    bool // --show-labels
 }
 
 func newInspectCmd(g *globalOptions) *cobra.Command {
@@ -40,6 +41,7 @@ prints row N as ids and, with --tokenizer, as text.`,
 	cmd.Flags().StringVar(&o.engine, "engine", "go", "tokenizer engine for --decode")
 	cmd.Flags().StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "hash every shard and compare with the index")
+	cmd.Flags().BoolVar(&o.labels, "show-labels", false, "with --decode on an SFT dataset: print the labels, and (with --tokenizer) the text with trained spans marked «like this»")
 	return cmd
 }
 
@@ -110,6 +112,11 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 		fmt.Fprintf(w, "row %d: %d tokens\n  ids  %v\n", n, len(ids), ids)
 		if eng != nil {
 			fmt.Fprintf(w, "  text %q\n", eng.Decode(ids, false))
+		}
+		if o.labels {
+			if err := showLabels(w, ds, eng, n, ids); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
