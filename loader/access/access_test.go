@@ -131,3 +131,20 @@ func TestEnvTokenValue(t *testing.T) {
 		t.Fatalf("readable file: %v", err)
 	}
 }
+
+// FuzzAllowed: any header value is judged without panicking; the header made
+// for a valid token always passes, and a value that passes for tok carries it.
+func FuzzAllowed(f *testing.F) {
+	for _, s := range []string{"Bearer 0123456789abcdef", "bearer x", "Basic abc", "", "Bearer "} {
+		f.Add(s, "0123456789abcdef")
+	}
+	f.Fuzz(func(t *testing.T, value, tok string) {
+		ok := access.Allowed([]string{value}, tok)
+		if ok && !strings.HasSuffix(value, tok) {
+			t.Fatalf("Allowed(%q, %q) without the token", value, tok)
+		}
+		if access.CheckToken(tok) == nil && !access.Allowed([]string{access.Header(tok)}, tok) {
+			t.Fatalf("Header(%q) refused", tok)
+		}
+	})
+}
