@@ -15,4 +15,13 @@ if [[ ! -f $d/corpus.jsonl.gz ]]; then
 	python3 ../shared/bench/make_corpus.py build/corpus.jsonl
 	gzip -c build/corpus.jsonl > "$d/corpus.jsonl.gz"
 fi
+# bench/device_sft.sh: the chat fixture, and the datasets wheels the GPU image lacks (pure Python; numpy, pyarrow,
+# pandas, fsspec, huggingface-hub, xxhash and tqdm are there).
+cp ../shared/fixtures/chat/conversations.jsonl.gz "$d/"
+gunzip -c ../shared/fixtures/chat/tokenizers/llama3-instruct/tokenizer_config.json.gz > "$d/llama3-instruct_tokenizer_config.json"
+if ! compgen -G "$d/whl/datasets-*.whl" >/dev/null; then
+	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d "$d/whl" datasets==4.0.0 dill==0.3.8 multiprocess==0.70.16
+fi
 du -sh "$d"
