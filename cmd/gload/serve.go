@@ -21,6 +21,8 @@ type serveOptions struct {
 	g               *globalOptions
 	remote          remoteServeFlags // NAME=s3://… datasets
 	datasets        []string
+	mixtures        []string // NAME=DATASET:WEIGHT,…
+	mixtureFile     string
 	listen          string
 	metrics         string
 	allowRemote     bool
@@ -71,6 +73,8 @@ Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accep
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.datasets, "dataset", nil, "dataset to serve as NAME=DIR (repeatable)")
+	f.StringArrayVar(&o.mixtures, "mixture", nil, "weighted mixture of datasets as NAME=DATASET:WEIGHT,DATASET:WEIGHT[,mix_by=tokens|epoch_until=DATASET|epoch_samples=N|epoch_tokens=N] (repeatable; weights are normalised)")
+	f.StringVar(&o.mixtureFile, "mixture-file", "", "YAML or JSON file of mixtures (mixtures: [{name, sources: [{dataset, weight}], mix_by, epoch_until, …}])")
 	f.StringVar(&o.listen, "listen", access.DefaultAddress(), "gRPC address: unix:///path.sock or host:port")
 	f.StringVar(&o.socketGroup, "socket-group", "", "let this group (name or gid) connect to the unix socket too (mode 0660 instead of 0600)")
 	f.StringVar(&o.authTokenFile, "auth-token-file", "", "require the bearer token in this file (mode 0600) on every call and on /metrics")
@@ -131,6 +135,10 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	mixes, err := mixtures(o.mixtures, o.mixtureFile)
+	if err != nil {
+		return err
+	}
 	log := o.g.logger()
 	var token string
 	if o.authTokenFile != "" {
@@ -145,6 +153,7 @@ func (o *serveOptions) run(ctx context.Context) error {
 	srv, err := loader.NewServer(loader.Config{
 		AuthToken:         token,
 		Datasets:          datasets,
+		Mixtures:          mixes,
 		MaxPrefetch:       o.maxPrefetch,
 		DefaultPrefetch:   o.defaultPrefetch,
 		DrainTimeout:      o.drainTimeout,
