@@ -29,13 +29,17 @@ func (s *Server) ListDatasets(context.Context, *gloadpb.ListDatasetsRequest) (*g
 
 // Health says whether the server is serving and what it serves.
 func (s *Server) Health(context.Context, *gloadpb.HealthRequest) (*gloadpb.HealthResponse, error) {
-	return &gloadpb.HealthResponse{
+	h := &gloadpb.HealthResponse{
 		Serving:  !s.draining.Load(),
 		Version:  s.cfg.Version,
 		Datasets: append([]string(nil), s.names...),
 		Streams:  uint32(s.streams.Load()),
 		UptimeS:  s.now().Sub(s.started).Seconds(),
-	}, nil
+	}
+	for _, n := range s.names {
+		h.DatasetInfo = append(h.DatasetInfo, s.datasets[n].info)
+	}
+	return h, nil
 }
 
 // Plan describes one consumer's share of an epoch without streaming it.
@@ -54,7 +58,17 @@ func (s *Server) Plan(ctx context.Context, req *gloadpb.PlanRequest) (*gloadpb.P
 		Sources:       c.ds.sourceNames(),
 		SourceOffsets: c.ds.sourceOffsets(),
 		Shares:        wireShares(c.plan),
+		Fingerprint:   c.ds.info.Fingerprint,
+		PlanHash:      planHash(c.plan),
 	}, nil
+}
+
+// planHash is the hash of a whole epoch plan (bucket.HashBatches).
+func planHash(p epochPlan) string {
+	if bp, ok := p.(*bucket.Plan); ok {
+		return bp.Hash()
+	}
+	return bucket.HashBatches(p.Len(), p.Batch)
 }
 
 func wireShapes(shapes []bucket.Shape) []*gloadpb.Shape {

@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gload/gload/loader"
 	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/proto/gloadpb"
 	"github.com/gload/gload/tokenize"
 )
 
@@ -21,6 +23,11 @@ type inspectOptions struct {
 	indexDir  string
 	verify    bool
 	labels    bool // --show-labels
+	plan      bool
+	seed      uint64
+	epoch     int
+	world     int
+	policy    gloadpb.BatchPolicy
 }
 
 func newInspectCmd(g *globalOptions) *cobra.Command {
@@ -42,6 +49,17 @@ prints row N as ids and, with --tokenizer, as text.`,
 	cmd.Flags().StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "hash every shard and compare with the index")
 	cmd.Flags().BoolVar(&o.labels, "show-labels", false, "with --decode on an SFT dataset: print the labels, and (with --tokenizer) the text with trained spans marked «like this»")
+	f := cmd.Flags()
+	f.BoolVar(&o.plan, "plan", false, "print the hash of one epoch's plan (--seed, --epoch, --world-size, --policy ...), as the Plan RPC reports it")
+	f.Uint64Var(&o.seed, "seed", 0, "--plan: seed")
+	f.IntVar(&o.epoch, "epoch", 0, "--plan: epoch")
+	f.IntVar(&o.world, "world-size", 1, "--plan: world size of the job's first start (a resume keeps its plan)")
+	f.StringVar(&o.policy.Policy, "policy", "bucketed", "--plan: bucketed, tokens or packed")
+	f.Uint32Var(&o.policy.BatchSize, "batch-size", 0, "--plan: rows per batch")
+	f.Uint32Var(&o.policy.TokenBudget, "token-budget", 0, "--plan: tokens policy budget")
+	f.Uint32Var(&o.policy.SeqLen, "seq-len", 0, "--plan: packed row length")
+	f.Uint32Var(&o.policy.PadMultiple, "pad-multiple", 0, "--plan: pad lengths to a multiple of this (0: 64)")
+	f.Uint32Var(&o.policy.MaxLength, "max-length", 0, "--plan: truncate rows to this length")
 	return cmd
 }
 
@@ -73,6 +91,13 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 			sorted[len(sorted)/2], float64(total)/float64(len(lengths)), sorted[(len(sorted)*99)/100], maxL)
 	}
 	fmt.Fprintf(w, "fingerprint %s\n", ds.Fingerprint())
+	if o.plan {
+		id, err := loader.EpochPlanIdentity(ds, &o.policy, o.seed, o.epoch, o.world)
+		if err != nil {
+			return fmt.Errorf("--plan: %w", err)
+		}
+		fmt.Fprintf(w, "plan        %s (seed %d, epoch %d, world %d, %s: %d global batches)\n", id.PlanHash, o.seed, o.epoch, o.world, o.policy.Policy, id.Batches)
+	}
 	if n := ds.ShardsVerified(); n > 0 {
 		fmt.Fprintf(w, "verified    %d of %d shards hashed against the index\n", n, len(ds.Shards()))
 	}

@@ -1745,6 +1745,9 @@ type PlanResponse struct {
 	Sources       []string               `protobuf:"bytes,50,rep,name=sources,proto3" json:"sources,omitempty"` // mixtures, as in Opened
 	SourceOffsets []uint64               `protobuf:"varint,51,rep,packed,name=source_offsets,json=sourceOffsets,proto3" json:"source_offsets,omitempty"`
 	Shares        []*MixtureShare        `protobuf:"bytes,52,rep,name=shares,proto3" json:"shares,omitempty"`
+	// Identity of the plan, for a launcher to check that every node's server plans the same epoch before step 0:
+	Fingerprint   string `protobuf:"bytes,30,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`           // the dataset's content fingerprint (copies share it)
+	PlanHash      string `protobuf:"bytes,31,opt,name=plan_hash,json=planHash,proto3" json:"plan_hash,omitempty"` // hash of the whole global plan of the epoch (every batch's rows and shape)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1835,6 +1838,20 @@ func (x *PlanResponse) GetShares() []*MixtureShare {
 	return nil
 }
 
+func (x *PlanResponse) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *PlanResponse) GetPlanHash() string {
+	if x != nil {
+		return x.PlanHash
+	}
+	return ""
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1878,6 +1895,7 @@ type HealthResponse struct {
 	Datasets      []string               `protobuf:"bytes,3,rep,name=datasets,proto3" json:"datasets,omitempty"`
 	Streams       uint32                 `protobuf:"varint,4,opt,name=streams,proto3" json:"streams,omitempty"`
 	UptimeS       float64                `protobuf:"fixed64,5,opt,name=uptime_s,json=uptimeS,proto3" json:"uptime_s,omitempty"`
+	DatasetInfo   []*DatasetInfo         `protobuf:"bytes,30,rep,name=dataset_info,json=datasetInfo,proto3" json:"dataset_info,omitempty"` // per dataset: rows, content fingerprint, tokenizer hash (order of datasets)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1945,6 +1963,13 @@ func (x *HealthResponse) GetUptimeS() float64 {
 		return x.UptimeS
 	}
 	return 0
+}
+
+func (x *HealthResponse) GetDatasetInfo() []*DatasetInfo {
+	if x != nil {
+		return x.DatasetInfo
+	}
+	return nil
 }
 
 type WatchRequest struct {
@@ -2330,7 +2355,7 @@ const file_gload_proto_rawDesc = "" +
 	"\x14ListDatasetsResponse\x121\n" +
 	"\bdatasets\x18\x01 \x03(\v2\x15.gload.v1.DatasetInfoR\bdatasets\"1\n" +
 	"\vPlanRequest\x12\"\n" +
-	"\x04open\x18\x01 \x01(\v2\x0e.gload.v1.OpenR\x04open\"\xbb\x02\n" +
+	"\x04open\x18\x01 \x01(\v2\x0e.gload.v1.OpenR\x04open\"\xfa\x02\n" +
 	"\fPlanResponse\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches\x12%\n" +
 	"\x0eglobal_batches\x18\x02 \x01(\x04R\rglobalBatches\x12'\n" +
@@ -2339,14 +2364,17 @@ const file_gload_proto_rawDesc = "" +
 	"\x05start\x18\x05 \x01(\v2\x15.gload.v1.ResumeStateR\x05start\x12\x18\n" +
 	"\asources\x182 \x03(\tR\asources\x12%\n" +
 	"\x0esource_offsets\x183 \x03(\x04R\rsourceOffsets\x12.\n" +
-	"\x06shares\x184 \x03(\v2\x16.gload.v1.MixtureShareR\x06shares\"\x0f\n" +
-	"\rHealthRequest\"\x95\x01\n" +
+	"\x06shares\x184 \x03(\v2\x16.gload.v1.MixtureShareR\x06shares\x12 \n" +
+	"\vfingerprint\x18\x1e \x01(\tR\vfingerprint\x12\x1b\n" +
+	"\tplan_hash\x18\x1f \x01(\tR\bplanHash\"\x0f\n" +
+	"\rHealthRequest\"\xcf\x01\n" +
 	"\x0eHealthResponse\x12\x18\n" +
 	"\aserving\x18\x01 \x01(\bR\aserving\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
 	"\bdatasets\x18\x03 \x03(\tR\bdatasets\x12\x18\n" +
 	"\astreams\x18\x04 \x01(\rR\astreams\x12\x19\n" +
-	"\buptime_s\x18\x05 \x01(\x01R\auptimeS\"A\n" +
+	"\buptime_s\x18\x05 \x01(\x01R\auptimeS\x128\n" +
+	"\fdataset_info\x18\x1e \x03(\v2\x15.gload.v1.DatasetInfoR\vdatasetInfo\"A\n" +
 	"\fWatchRequest\x12\x1d\n" +
 	"\n" +
 	"interval_s\x18\x01 \x01(\x01R\tintervalS\x12\x12\n" +
@@ -2436,24 +2464,25 @@ var file_gload_proto_depIdxs = []int32{
 	9,  // 17: gload.v1.PlanResponse.shapes:type_name -> gload.v1.Shape
 	2,  // 18: gload.v1.PlanResponse.start:type_name -> gload.v1.ResumeState
 	5,  // 19: gload.v1.PlanResponse.shares:type_name -> gload.v1.MixtureShare
-	7,  // 20: gload.v1.ClientReport.step:type_name -> gload.v1.StepReport
-	15, // 21: gload.v1.Loader.ListDatasets:input_type -> gload.v1.ListDatasetsRequest
-	18, // 22: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
-	8,  // 23: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
-	20, // 24: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
-	22, // 25: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
-	24, // 26: gload.v1.Loader.Report:input_type -> gload.v1.ClientReport
-	17, // 27: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
-	19, // 28: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
-	14, // 29: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
-	21, // 30: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
-	23, // 31: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
-	25, // 32: gload.v1.Loader.Report:output_type -> gload.v1.ReportSummary
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	16, // 20: gload.v1.HealthResponse.dataset_info:type_name -> gload.v1.DatasetInfo
+	7,  // 21: gload.v1.ClientReport.step:type_name -> gload.v1.StepReport
+	15, // 22: gload.v1.Loader.ListDatasets:input_type -> gload.v1.ListDatasetsRequest
+	18, // 23: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
+	8,  // 24: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
+	20, // 25: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
+	22, // 26: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
+	24, // 27: gload.v1.Loader.Report:input_type -> gload.v1.ClientReport
+	17, // 28: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
+	19, // 29: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
+	14, // 30: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
+	21, // 31: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
+	23, // 32: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
+	25, // 33: gload.v1.Loader.Report:output_type -> gload.v1.ReportSummary
+	28, // [28:34] is the sub-list for method output_type
+	22, // [22:28] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_gload_proto_init() }
