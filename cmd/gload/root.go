@@ -21,12 +21,15 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // run builds the command tree, executes args and returns the process exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRootCmd(stdin, stdout, stderr)
+	root, prof := newRootCmdProfiled(stdin, stdout, stderr)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if perr := prof.stop(); perr != nil && err == nil {
+		err = perr
+	}
 	if err == nil {
 		return 0
 	}
@@ -54,7 +57,7 @@ func (g *globalOptions) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
-func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+func newRootCmdProfiled(stdin io.Reader, stdout, stderr io.Writer) (*cobra.Command, *profileOptions) {
 	g := &globalOptions{stderr: stderr}
 	root := &cobra.Command{
 		Use:   "gload",
@@ -70,5 +73,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newEncodeCmd(g), newTokenizeCmd(g), newInspectCmd(g), newIndexCmd(g), newServeCmd(g), newWatchCmd(g), newBenchCmd(g), newSyncCmd(g))
-	return root
+	prof := &profileOptions{}
+	prof.register(root)
+	return root, prof
 }

@@ -44,9 +44,12 @@ type Options struct {
 	Overflow         Overflow
 	MinLength        int // rows shorter than this are skipped (counted); 0 keeps everything but empty rows
 
-	Workers      int   // tokenizing goroutines; <= 0 means 1
-	ShardSize    int64 // bytes per shard before a new one starts
-	RowsPerBatch int   // Arrow record batch rows (default 1000)
+	Workers int // tokenizing goroutines; <= 0 means 1
+	// InflightChunks bounds the chunks (<= 256 records or 1 MiB of input each) read but not yet written, which
+	// bounds memory and how far workers may run ahead of the slowest chunk; <= 0 means 4 per worker.
+	InflightChunks int
+	ShardSize      int64 // bytes per shard before a new one starts
+	RowsPerBatch   int   // Arrow record batch rows (default 1000)
 
 	Overwrite bool // replace an existing dataset directory
 	Resume    bool // continue an interrupted run in Out
@@ -105,6 +108,9 @@ func (o *Options) validate() error {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 1
+	}
+	if o.InflightChunks <= 0 {
+		o.InflightChunks = 4 * o.Workers
 	}
 	if o.ShardSize <= 0 {
 		o.ShardSize = 500 << 20

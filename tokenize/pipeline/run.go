@@ -70,6 +70,7 @@ type Summary struct {
 	Out     string
 	Wall    time.Duration
 	Resumed bool
+	Stages  Stages // where the time went, to name the bottleneck
 }
 
 // item is one record's result: rows to write, or a skip.
@@ -146,7 +147,8 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	jobs := make(chan *chunk, 2*opts.Workers)
 	done := make(chan *chunk, 2*opts.Workers)
-	inflight := make(chan struct{}, 2*opts.Workers) // bounds memory: chunks read but not yet written
+	inflight := make(chan struct{}, opts.InflightChunks) // bounds memory: chunks read but not yet written
+	var stages stageClock
 	extract := corpus.NewExtractor(opts.Corpus)
 
 	g.Go(func() error { // reader: frames records into chunks
@@ -156,6 +158,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 			c := &chunk{seq: seq}
 			size := 0
 			eof := false
+			t0 := time.Now()
 			for len(c.records) < chunkRecords && size < chunkBytes {
 				rec, err := reader.Next()
 				if errors.Is(err, io.EOF) {
@@ -172,6 +175,8 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 			if eof {
 				rl.eof, rl.filesDone = true, reader.FilesDone()
 			}
+			t1 := time.Now()
+			stages.readerBusy += t1.Sub(t0)
 			if len(c.records) == 0 {
 				return nil
 			}
@@ -185,6 +190,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 			case <-gctx.Done():
 				return gctx.Err()
 			}
+			stages.readerBlocked += time.Since(t1)
 			// From here on c belongs to a worker (which releases c.records): only local state decides.
 			if testHookChunkQueued != nil {
 				testHookChunkQueued()
@@ -204,7 +210,13 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 					close(done)
 				}
 			}()
-			for c := range jobs {
+			for {
+				t0 := time.Now()
+				c, ok := <-jobs
+				stages.workersIdle.Add(int64(time.Since(t0)))
+				if !ok {
+					break
+				}
 				w.tokenizeChunk(c, extract)
 				select {
 				case done <- c:
@@ -218,7 +230,14 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	g.Go(func() error { // ordered writer
 		pending := make(map[int64]*chunk)
 		var next int64
-		for c := range done {
+		for {
+			t0 := time.Now()
+			c, ok := <-done
+			t1 := time.Now()
+			stages.writerWaiting += t1.Sub(t0)
+			if !ok {
+				break
+			}
 			pending[c.seq] = c
 			for {
 				c, ok := pending[next]
@@ -232,6 +251,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 				}
 				<-inflight
 			}
+			stages.writerBusy += time.Since(t1)
 		}
 		if gctx.Err() != nil {
 			return gctx.Err()
@@ -263,6 +283,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return sum, err
 	}
 	sum.Stats, sum.Shards, sum.Wall = st.j.Stats, len(st.j.Shards), time.Since(start)
+	sum.Stages = stages.result(opts.Workers)
 	return sum, nil
 }
 

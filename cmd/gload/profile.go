@@ -1,0 +1,70 @@
+package main
+
+// Profiling of any command (hidden flags, for measuring issue 18's scaling): --cpuprofile and --memprofile write
+// pprof files, read with `go tool pprof`.
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+
+	"github.com/spf13/cobra"
+)
+
+type profileOptions struct {
+	cpu, mem string
+	cpuFile  *os.File
+}
+
+func (p *profileOptions) register(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile (pprof) of the command to this file")
+	f.StringVar(&p.mem, "memprofile", "", "write an allocation profile (pprof) at the end of the command to this file")
+	_ = f.MarkHidden("cpuprofile")
+	_ = f.MarkHidden("memprofile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return p.start() }
+}
+
+func (p *profileOptions) start() error {
+	if p.cpu == "" {
+		return nil
+	}
+	f, err := os.Create(p.cpu)
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	p.cpuFile = f
+	return nil
+}
+
+// stop ends the CPU profile and writes the allocation profile; it runs whether the command failed or not.
+func (p *profileOptions) stop() error {
+	if p.cpuFile != nil {
+		pprof.StopCPUProfile()
+		if err := p.cpuFile.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		p.cpuFile = nil
+	}
+	if p.mem == "" {
+		return nil
+	}
+	f, err := os.Create(p.mem)
+	if err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	runtime.GC()
+	werr := pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("--memprofile: %w", werr)
+	}
+	return nil
+}

@@ -1,0 +1,456 @@
+#!/usr/bin/env bash
+# The attack list of issue 10, as a script a reviewer re-runs: each attack tries to break gload the way a hostile
+# user would and prints `attack | verdict | detail`. PASS: the attack is held (or the defect is fixed); FAIL: it is
+# not; SKIP: a tool it needs is missing (the detail says which). Exit status: the number of FAILs (0: all held).
+#
+#   scripts/attacks.sh            # every attack, about 3-4 minutes on a 2-core machine
+#   scripts/attacks.sh tiny redos # only attacks whose name contains one of the words
+#
+# Needs: go (builds bin/gload), .venv (python with pyarrow, numpy, grpcio: the Python client), ../shared/repro.
+# Not run by CI (CI has a regression test for every item); it is the end-to-end check of the fixed behaviour.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CGO_CFLAGS=-Wno-deprecated-declarations
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+REPRO=${REPRO:-$ROOT/../shared/repro}
+TOK=$ROOT/examples/udhr/tokenizer.json
+W=$(mktemp -d /tmp/gload-attacks.XXXXXX)
+BIN=$W/gload
+FAILS=0
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$W"' EXIT
+
+echo "building gload ($(date -u +%T))"
+go build -o "$BIN" ./cmd/gload || { echo "build failed"; exit 1; }
+START=$(date +%s)
+
+report() { # attack verdict detail
+	local d=${3//$'\n'/ }
+	printf '%-46s | %-4s | %s\n' "$1" "$2" "${d//$W/\$W}"
+	[ "$2" = FAIL ] && FAILS=$((FAILS + 1))
+	return 0
+}
+SELECT=("$@")
+selected() {
+	[ ${#SELECT[@]} -eq 0 ] && return 0
+	for w in "${SELECT[@]}"; do [[ $1 == *"$w"* ]] && return 0; done
+	return 1
+}
+attack() { # NAME FUNCTION: runs FUNCTION, which sets VERDICT and DETAIL
+	selected "$1" || return 0
+	VERDICT=FAIL DETAIL=""
+	local t0=$SECONDS
+	"$2"
+	report "$1" "$VERDICT" "$DETAIL ($((SECONDS - t0))s)"
+}
+pass() { VERDICT=PASS DETAIL="$*"; }
+fail() { VERDICT=FAIL DETAIL="$*"; }
+skip() { VERDICT=SKIP DETAIL="$*"; }
+tok() { "$BIN" tokenize --quiet --tokenizer "$TOK" "$@"; }
+complete() { [ -f "$1/state.json" ] || [ -f "$1/gload.index" ]; }
+# pyc CODE...: the Python client (pyclient on the path)
+pyc() { PYTHONPATH=$ROOT/pyclient timeout 120 "$PY" -c "$@"; }
+
+# A small dataset served by the serve attacks.
+mkds() {
+	"$PY" -c "
+import json,random
+r=random.Random(1)
+w=['human','rights','dignity','freedom','justice','peace','world']
+with open('$W/small.jsonl','w') as f:
+    for i in range(8000): f.write(json.dumps({'text':' '.join(r.choice(w) for _ in range(r.randint(50,1500)))})+'\n')"
+	tok --out "$W/ds" "$W/small.jsonl" >/dev/null
+	"$PY" -c "print('\n'.join('{\"text\":\"%d %s\"}'%(i,'word '*200) for i in range(60000)))" >"$W/big.jsonl"
+}
+SERVE_PID=""
+serve() { # serve [flags...]: serves ds=$W/ds on $W/s.sock; sets SOCK, SERVE_PID
+	SOCK=$W/s.sock
+	rm -f "$SOCK"
+	"$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen "unix://$SOCK" "$@" >"$W/serve.log" 2>&1 &
+	SERVE_PID=$!
+	PIDS+=("$SERVE_PID")
+	for _ in $(seq 100); do [ -S "$SOCK" ] && return 0; kill -0 "$SERVE_PID" 2>/dev/null || return 1; sleep 0.1; done
+	return 1
+}
+unserve() { [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""; }
+rss_kb() { awk '/VmRSS/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+one_batch() { # one_batch [extra loader kwargs]: prints OK after one batch
+	pyc "
+import gload
+l=gload.Loader('unix://$SOCK','ds',batch_size=8,transport='grpc'${1:-})
+next(iter(l)); print('OK')"
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tokenize: the twelve defects' tokenize items
+# ---------------------------------------------------------------------------------------------------------------
+a_tiny() { # item 1: 10^6 tiny documents under CPU contention must all be written
+	"$PY" -c "print('\n'.join('{\"text\":\"d%d\"}'%i for i in range(10**6)))" >"$W/tiny.jsonl"
+	local load=()
+	for _ in 1 2 3 4; do (while :; do :; done) & load+=($!); done
+	local bad=0 got=""
+	for workers in 1 16; do
+		rm -rf "$W/tiny.out"
+		got=$(GOMAXPROCS=8 tok --workers $workers --out "$W/tiny.out" "$W/tiny.jsonl" 2>&1 | grep -o 'documents .*')
+		[[ $got == "documents  1000000 read, 1000000 rows written, 0 skipped" ]] || { bad=1; break; }
+	done
+	kill "${load[@]}" 2>/dev/null; wait "${load[@]}" 2>/dev/null
+	[ $bad = 0 ] && pass "10^6 of 10^6 written with --workers 1 and 16, GOMAXPROCS 8, 4 busy loops" || fail "workers $workers: $got"
+}
+a_redos() { # item 3
+	[ -f "$REPRO/redos-tokenizer.json.gz" ] || { skip "no $REPRO/redos-tokenizer.json.gz"; return; }
+	local out
+	out=$(echo "{\"text\":\"$(printf 'a%.0s' $(seq 30))b\"}" | timeout 60 "$BIN" encode --tokenizer "$REPRO/redos-tokenizer.json.gz" 2>&1)
+	local rc=$?
+	if [ $rc = 124 ]; then fail "encode still running after 60 s"
+	elif [ $rc != 0 ] && [[ $out == *pretokenizers* ]]; then pass "refused: ${out:0:110}"
+	else fail "rc=$rc: ${out:0:120}"; fi
+}
+a_parquet() { # item 4
+	[ -f "$REPRO/makeslice.parquet" ] || { skip "no repro"; return; }
+	local out
+	out=$(timeout 60 prlimit --as=8000000000 "$BIN" tokenize --quiet --tokenizer "$TOK" --keep-columns id,meta,tags --out "$W/pq.out" "$REPRO/makeslice.parquet" 2>&1)
+	local rc=$?
+	if [ $rc != 0 ] && [[ $out != *panic* ]] && [[ $out == *makeslice.parquet* ]] && ! complete "$W/pq.out"; then pass "error naming the file: ${out:0:100}"
+	else fail "rc=$rc: ${out:0:140}"; fi
+}
+a_arrow_oom() { # item 4
+	[ -f "$REPRO/oom.arrow" ] || { skip "no repro"; return; }
+	local out
+	out=$(timeout 60 /usr/bin/time -f 'maxrss=%MkB' "$BIN" tokenize --quiet --tokenizer "$TOK" --out "$W/oom.out" "$REPRO/oom.arrow" 2>&1)
+	local rc=$? rss
+	rss=$(grep -o 'maxrss=[0-9]*' <<<"$out" | cut -d= -f2)
+	if [ $rc != 0 ] && [[ $out != *panic* ]] && [[ $out == *oom.arrow* ]] && [ "${rss:-0}" -lt 1000000 ]; then pass "error naming the file, peak RSS ${rss} kB"
+	else fail "rc=$rc rss=${rss}kB: ${out:0:140}"; fi
+}
+a_two_runs() { # item 6
+	"$BIN" tokenize --quiet --tokenizer "$TOK" --workers 1 --out "$W/two.out" "$W/big.jsonl" >/dev/null 2>&1 &
+	local first=$!
+	for _ in $(seq 100); do [ -f "$W/two.out/gload.lock" ] && break; sleep 0.05; done
+	local out rc t0=$(date +%s%N)
+	out=$(tok --out "$W/two.out" --overwrite "$W/big.jsonl" 2>&1); rc=$?
+	local ms=$((($(date +%s%N) - t0) / 1000000))
+	wait $first; local rc1=$?
+	if [ $rc != 0 ] && [[ $out == *"pid $first"* ]] && [ $rc1 = 0 ] && complete "$W/two.out"; then pass "second run refused in ${ms} ms naming pid $first; first completed"
+	else fail "second rc=$rc (${out:0:100}); first rc=$rc1"; fi
+}
+a_keep_input_ids() { # item 10 (tokenize part)
+	local out rc
+	out=$(tok --keep-columns input_ids --out "$W/kc.out" "$W/small.jsonl" 2>&1); rc=$?
+	if [ $rc != 0 ] && [ ! -e "$W/kc.out" ]; then pass "refused before the output dir was made"
+	else fail "rc=$rc, dir exists: $([ -e "$W/kc.out" ] && echo yes || echo no)"; fi
+}
+a_out_in_input() { # item 11
+	mkdir -p "$W/in11" && cp "$W/small.jsonl" "$W/in11/"
+	tok --out "$W/in11/out" "$W/in11/small.jsonl" >/dev/null 2>&1
+	local before out rc
+	before=$(ls "$W/in11/out" | sort | md5sum)
+	out=$(tok --overwrite --out "$W/in11/out" "$W/in11" 2>&1); rc=$?
+	if [ $rc != 0 ] && [ "$(ls "$W/in11/out" | sort | md5sum)" = "$before" ] && complete "$W/in11/out"; then pass "refused, old output untouched: ${out:0:80}"
+	else fail "rc=$rc: ${out:0:120}"; fi
+}
+a_resume_flip() { # item 8 (tokenize part): a byte flipped in a journaled shard between kill and --resume
+	rm -rf "$W/flip.out"
+	"$BIN" tokenize --quiet --tokenizer "$TOK" --workers 1 --shard-size 1MB --out "$W/flip.out" "$W/big.jsonl" >/dev/null 2>&1 &
+	local p=$!
+	for _ in $(seq 200); do ls "$W/flip.out"/shard-00001.arrow >/dev/null 2>&1 && break; sleep 0.05; done
+	kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+	[ -f "$W/flip.out/shard-00000.arrow" ] || { fail "no journaled shard to flip"; return; }
+	printf '\xff' | dd of="$W/flip.out/shard-00000.arrow" bs=1 seek=3000 conv=notrunc status=none
+	local out rc
+	out=$(tok --workers 1 --shard-size 1MB --resume --out "$W/flip.out" "$W/big.jsonl" 2>&1); rc=$?
+	if [ $rc != 0 ] && ! complete "$W/flip.out"; then pass "resume refused: ${out:0:90}"
+	else fail "resume rc=$rc finalised a dataset with a flipped byte"; fi
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tokenize: attacks that held on 28274a2 (kept so they stay held)
+# ---------------------------------------------------------------------------------------------------------------
+a_malformed_json() {
+	printf '%s\n' '{"text":"good"}' '{"text":"bro' '[1,2' '{"text":12}' '{}' 'null' '{"text":"good too"}' >"$W/mal.jsonl"
+	local out rc; out=$(tok --out "$W/mal.out" "$W/mal.jsonl" 2>&1); rc=$?
+	[ $rc = 0 ] && [[ $out == *"7 read, 2 rows written, 5 skipped"* ]] && pass "5 skipped and counted, 2 written" || fail "rc=$rc ${out:0:120}"
+}
+a_nul() {
+	printf '{"text":"a\\u0000b"}\n{"text":"c\0d"}\n\0\0\0\n{"text":"ok"}\n' >"$W/nul.jsonl"
+	local out rc; out=$(tok --out "$W/nul.out" "$W/nul.jsonl" 2>&1); rc=$?
+	[ $rc = 0 ] && [[ $out != *panic* ]] && pass "$(grep -o 'documents.*' <<<"$out")" || fail "rc=$rc ${out:0:120}"
+}
+a_bad_utf8() {
+	printf '{"text":"ok \xff\xfe\xc0\xaf"}\n\xff\xff\n' >"$W/utf.jsonl"
+	local out rc; out=$(tok --out "$W/utf.out" "$W/utf.jsonl" 2>&1); rc=$?
+	[ $rc = 0 ] && [[ $out == *invalid* || $out == *"1 rows written"* ]] && pass "$(grep -o 'documents.*' <<<"$out")" || fail "rc=$rc ${out:0:120}"
+}
+a_gzip_bomb() { # 1 GiB of zeros in one line, 1 MB compressed
+	head -c 1073741824 /dev/zero | gzip -1 >"$W/bomb.jsonl.gz"
+	local out rc rss; out=$(timeout 120 /usr/bin/time -f 'maxrss=%MkB' "$BIN" tokenize --quiet --tokenizer "$TOK" --out "$W/bomb.out" "$W/bomb.jsonl.gz" 2>&1); rc=$?
+	rss=$(grep -o 'maxrss=[0-9]*' <<<"$out" | cut -d= -f2)
+	[ $rc != 124 ] && [[ $out != *panic* ]] && [ "${rss:-9999999}" -lt 1000000 ] && pass "rc=$rc, peak RSS ${rss} kB" || fail "rc=$rc rss=${rss}kB ${out:0:100}"
+}
+a_deep_nesting() {
+	"$PY" -c "import sys; sys.stdout.write('{\"text\":\"x\",\"a\":'+'['*1000000+']'*1000000+'}\n{\"text\":\"y\"}\n')" >"$W/deep.jsonl"
+	local out rc; out=$(timeout 60 "$BIN" tokenize --quiet --tokenizer "$TOK" --max-doc-bytes 8MB --out "$W/deep.out" "$W/deep.jsonl" 2>&1); rc=$?
+	[ $rc = 0 ] && [[ $out != *panic* ]] && pass "$(grep -o 'documents.*' <<<"$out")" || fail "rc=$rc ${out:0:120}"
+}
+a_corrupt_compressed() {
+	gzip -c "$W/small.jsonl" | head -c 20000 >"$W/trunc.jsonl.gz"
+	local ok=1 out
+	out=$(tok --out "$W/cz.out" "$W/trunc.jsonl.gz" 2>&1) && ok=0
+	[[ $out == *trunc.jsonl.gz* ]] || ok=0
+	complete "$W/cz.out" && ok=0
+	if command -v zstd >/dev/null; then
+		zstd -q -c "$W/small.jsonl" | head -c 20000 >"$W/trunc.jsonl.zst"
+		out=$(tok --out "$W/cz2.out" "$W/trunc.jsonl.zst" 2>&1) && ok=0
+		complete "$W/cz2.out" && ok=0
+	fi
+	[ $ok = 1 ] && pass "truncated .gz/.zst: error naming the file, nothing finalised" || fail "${out:0:120}"
+}
+a_corrupt_hf() { # a HF dataset directory with a truncated shard, as tokenize input and as a served dataset
+	cp -r "$W/ds" "$W/hfbad"
+	local f; f=$(ls "$W/hfbad"/*.arrow | head -1)
+	truncate -s $(($(stat -c %s "$f") / 2)) "$f"
+	local out rc out2 rc2
+	out=$(tok --text-field input_ids --out "$W/hf.out" "$W/hfbad" 2>&1); rc=$?
+	out2=$(timeout 8 "$BIN" serve --no-gpu-watch --dataset x="$W/hfbad" --listen "unix://$W/hfbad.sock" 2>&1); rc2=$?
+	[ $rc != 0 ] && [[ $out != *panic* ]] && [ $rc2 != 0 ] && [ $rc2 != 124 ] && [[ $out2 == *"$(basename "$f")"* ]] && pass "tokenize and serve refuse, naming the shard" || fail "tokenize rc=$rc, serve rc=$rc2: ${out2:0:100}"
+}
+a_full_disk() { # prlimit --fsize: writes fail with EFBIG like a full disk
+	local out rc; out=$(prlimit --fsize=300000 "$BIN" tokenize --quiet --tokenizer "$TOK" --out "$W/full.out" "$W/big.jsonl" 2>&1); rc=$?
+	[ $rc != 0 ] && ! complete "$W/full.out" && [[ $out != *panic* ]] && pass "rc=$rc, nothing finalised: ${out:0:80}" || fail "rc=$rc ${out:0:120}"
+}
+a_kill_resume() { # kill -9 mid-run, --resume: byte-identical to an uninterrupted run
+	rm -rf "$W/kr.out" "$W/kr.ref"
+	tok --workers 2 --shard-size 1MB --out "$W/kr.ref" "$W/big.jsonl" >/dev/null 2>&1
+	"$BIN" tokenize --quiet --tokenizer "$TOK" --workers 2 --shard-size 1MB --out "$W/kr.out" "$W/big.jsonl" >/dev/null 2>&1 &
+	local p=$!
+	for _ in $(seq 200); do ls "$W/kr.out"/shard-00002.arrow >/dev/null 2>&1 && break; sleep 0.05; done
+	kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+	tok --workers 3 --shard-size 1MB --resume --out "$W/kr.out" "$W/big.jsonl" >/dev/null 2>&1
+	local rc=$? same=1
+	for f in "$W/kr.ref"/*.arrow "$W/kr.ref/state.json" "$W/kr.ref/dataset_info.json"; do cmp -s "$f" "$W/kr.out/$(basename "$f")" || same=0; done
+	[ $rc = 0 ] && [ $same = 1 ] && pass "resumed dataset byte-identical to an uninterrupted run" || fail "rc=$rc identical=$same"
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Serve
+# ---------------------------------------------------------------------------------------------------------------
+a_shard_rewritten() { # item 2
+	[ -f "$REPRO/shiftoffs.py" ] || { skip "no repro"; return; }
+	cp -r "$W/ds" "$W/ds2"
+	SOCK=$W/s2.sock; rm -f "$SOCK"
+	"$BIN" serve --no-gpu-watch --dataset ds="$W/ds2" --dataset other="$W/ds" --listen "unix://$SOCK" >"$W/serve2.log" 2>&1 &
+	local sp=$!; PIDS+=("$sp")
+	for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+	local out
+	out=$(pyc "
+import gload,subprocess,glob,sys
+l=gload.Loader('unix://$SOCK','ds',batch_size=4,transport='grpc',prefetch=1,reconnect_timeout=3,connect_timeout=3)
+it=iter(l); next(it)
+for f in glob.glob('$W/ds2/*.arrow'): subprocess.run([sys.executable,'$REPRO/shiftoffs.py',f],check=True,capture_output=True)
+try:
+    for _ in range(100000): next(it)
+    print('NOERROR')
+except Exception as e: print('ERR',type(e).__name__,str(e)[:120])
+o=gload.Loader('unix://$SOCK','other',batch_size=4,transport='grpc'); next(iter(o)); print('OTHER-OK')" 2>&1)
+	local alive=no; kill -0 $sp 2>/dev/null && alive=yes
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+	[[ $out == *ERR* ]] && [[ $out == *OTHER-OK* ]] && [ $alive = yes ] && pass "stream ended ($(grep -o 'ERR.*' <<<"$out" | head -c 90)), server alive" || fail "server alive=$alive: $(tr '\n' ' ' <<<"$out" | tail -c 160)"
+}
+a_stream_bound() { # item 5: 100 never-reading streams must not take the server's memory
+	serve || { fail "serve did not start"; return; }
+	local r0; r0=$(rss_kb "$SERVE_PID")
+	pyc "
+import gload,time
+ls=[]; refused=0
+for i in range(100):
+    try:
+        l=gload.Loader('unix://$SOCK','ds',batch_size=64,prefetch=64,transport='grpc',seed=i); it=iter(l); next(it); ls.append(it)
+    except gload.errors.ResourceExhausted: refused+=1
+print('OPEN',len(ls),'REFUSED',refused,flush=True); time.sleep(60)" >"$W/sb.out" 2>&1 &
+	local pp=$!
+	for _ in $(seq 600); do grep -q OPEN "$W/sb.out" && break; kill -0 $pp 2>/dev/null || break; sleep 0.1; done
+	sleep 3
+	local r1; r1=$(rss_kb "$SERVE_PID")
+	kill $pp 2>/dev/null; wait $pp 2>/dev/null
+	unserve
+	local st; st=$(grep -o 'OPEN.*' "$W/sb.out")
+	[ -n "$st" ] && { [ "$r1" -lt 400000 ] || [[ $st != *"REFUSED 0"* ]]; } && pass "server RSS ${r0} -> ${r1} kB under 100 never-reading streams ($st)" || fail "server RSS ${r0} -> ${r1} kB; $(tail -c 100 "$W/sb.out")"
+}
+a_unix_default() { # item 7: the default listener is a 0600 unix socket, whatever the umask
+	local d=$W/xdg; mkdir -p "$d"
+	(umask 000; XDG_RUNTIME_DIR=$d GLOAD_ADDR= exec "$BIN" serve --no-gpu-watch --dataset ds="$W/ds" >"$W/serve7.log" 2>&1) &
+	local p=$!; PIDS+=("$p")
+	for _ in $(seq 100); do [ -S "$d/gload.sock" ] && break; sleep 0.1; done
+	local mode; mode=$(stat -c %a "$d/gload.sock" 2>/dev/null)
+	local tcp=closed; (exec 3<>/dev/tcp/127.0.0.1/7700) 2>/dev/null && tcp=open
+	kill $p 2>/dev/null; wait $p 2>/dev/null
+	[ "$mode" = 600 ] && [ $tcp = closed ] && pass "socket mode 0600 under umask 000, no TCP listener" || fail "socket mode=${mode:-none}, 127.0.0.1:7700 $tcp"
+}
+a_tcp_token() { # item 7: TCP needs the bearer token
+	head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/token"; chmod 600 "$W/token"
+	local port=$((20000 + RANDOM % 20000))
+	"$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen 127.0.0.1:$port --auth-token-file "$W/token" >"$W/serve7b.log" 2>&1 &
+	local p=$!; PIDS+=("$p"); sleep 1.5
+	local out
+	out=$(pyc "
+import gload
+try:
+    next(iter(gload.Loader('127.0.0.1:$port','ds',batch_size=4,transport='grpc'))); print('NO-TOKEN-SERVED')
+except Exception as e: print('REFUSED',type(e).__name__)
+next(iter(gload.Loader('127.0.0.1:$port','ds',batch_size=4,transport='grpc',auth_token=open('$W/token').read().strip()))); print('TOKEN-OK')" 2>&1)
+	kill $p 2>/dev/null; wait $p 2>/dev/null
+	[[ $out == *"REFUSED Unauthenticated"* ]] && [[ $out == *TOKEN-OK* ]] && pass "no token: Unauthenticated; token: served" || fail "$(tr '\n' ' ' <<<"$out" | tail -c 140)"
+}
+a_fuzz_corpus() { # item 9
+	local f=$REPRO/FuzzDecodeServerMessage-c6b6863b38bf71a4
+	local in_tree; in_tree=$(find loader -path '*testdata/fuzz/FuzzDecodeServerMessage*' -type f -exec cmp -s {} "$f" \; -print 2>/dev/null | head -1)
+	local out rc; out=$(go test -count=1 -run 'FuzzDecodeServerMessage' ./loader/client/ 2>&1); rc=$?
+	[ -n "$in_tree" ] && [ $rc = 0 ] && pass "corpus entry in $in_tree replays green" || fail "in tree: ${in_tree:-no}; rc=$rc ${out: -100}"
+}
+a_absurd_args() { # item 10 (serve parts) + absurd RPC arguments (held)
+	serve || { fail "serve did not start"; return; }
+	local out
+	out=$(pyc "
+import gload,math
+def t(name, **kw):
+    try:
+        l=gload.Loader('unix://$SOCK','ds',transport='grpc',**kw); it=iter(l); b=next(it)
+        print(name,'ACCEPTED', int(b['position_ids'].min()) if 'position_ids' in b else '')
+    except Exception as e: print(name,'REFUSED',type(e).__name__)
+t('batch0',batch_size=0); t('batchhuge',batch_size=2**31-1); t('rank',rank=5,world_size=2); t('world0',rank=0,world_size=0)
+t('prefetch',prefetch=10**9); t('budget',policy='tokens',token_budget=1); t('posstart',policy='packed',seq_len=64,position_start=2**31-1)
+l=gload.Loader('unix://$SOCK','ds',batch_size=4,transport='grpc'); it=iter(l); next(it)
+for tmo in (math.inf, math.nan):
+    try: l.next(timeout=tmo); print('timeout',tmo,'OK')
+    except Exception as e: print('timeout',tmo,type(e).__name__)
+" 2>&1)
+	local alive=no; kill -0 "$SERVE_PID" 2>/dev/null && alive=yes
+	unserve
+	local bad=""
+	# batch 0, rank >= world and position_start 2^31-1 must be refused; a huge batch or world size 0 may be
+	# refused or clamped, as long as the server lives.
+	for a in batch0 rank posstart; do grep -q "^$a REFUSED" <<<"$out" || bad+=" $a"; done
+	grep -q "timeout inf OK" <<<"$out" || bad+=" timeout=inf"
+	grep -q "timeout nan ValueError\|timeout nan InvalidArgument" <<<"$out" || bad+=" timeout=nan"
+	[ -z "$bad" ] && [ $alive = yes ] && pass "all refused with a clear error, server alive" || fail "not refused:$bad; alive=$alive"
+}
+a_hf_int64() { # item 10: int64 input_ids above 2^31 in a HF dataset fail at open, naming shard and row
+	"$PY" -c "
+import pyarrow as pa, json, os
+d='$W/hf64'; os.makedirs(d, exist_ok=True)
+ids=pa.array([[1,2,3],[4,2**31+5,6],[7,8]], type=pa.list_(pa.int64()))
+t=pa.table({'input_ids':ids})
+with pa.ipc.new_stream(d+'/data-00000-of-00001.arrow', t.schema) as w: w.write_table(t)
+json.dump({'_data_files':[{'filename':'data-00000-of-00001.arrow'}],'_fingerprint':'x','_format_columns':None,'_format_kwargs':{},'_format_type':None,'_output_all_columns':False,'_split':None},open(d+'/state.json','w'))
+json.dump({'features':{'input_ids':{'feature':{'dtype':'int64','_type':'Value'},'_type':'Sequence'}}},open(d+'/dataset_info.json','w'))
+"
+	local out rc
+	out=$(timeout 8 "$BIN" serve --no-gpu-watch --dataset x="$W/hf64" --listen "unix://$W/hf64.sock" 2>&1); rc=$?
+	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *data-00000-of-00001.arrow* ]] && [[ $out == *row* ]] && pass "refused at open: ${out:0:100}" || fail "rc=$rc (124: it served): ${out:0:120}"
+}
+a_watch_killed() { # item 12: clients killed with -9 leave gload watch
+	serve || { fail "serve did not start"; return; }
+	local cps=()
+	for i in 1 2 3; do
+		pyc "
+import gload,time
+it=iter(gload.Loader('unix://$SOCK','ds',batch_size=4,transport='grpc',client_id='victim$i')); next(it); time.sleep(300)" >/dev/null 2>&1 &
+		cps+=($!)
+	done
+	sleep 4
+	local before after
+	before=$("$BIN" watch --addr "unix://$SOCK" --once 2>&1 | grep -c victim)
+	for c in "${cps[@]}"; do pkill -9 -P "$c" 2>/dev/null; kill -9 "$c" 2>/dev/null; done
+	sleep 3
+	after=$("$BIN" watch --addr "unix://$SOCK" --once 2>&1 | grep victim | grep -vc 'closed\|gone\|ended')
+	unserve
+	[ "$before" -ge 1 ] && [ "$after" = 0 ] && pass "listed $before live, 0 shown live 3 s after kill -9" || fail "listed $before, still live after kill -9: $after"
+}
+a_slowloris() { # many half-open connections that trickle bytes: the server keeps serving
+	local port=$((20000 + RANDOM % 20000))
+	"$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen 127.0.0.1:$port >"$W/serve-sl.log" 2>&1 &
+	local p=$!; PIDS+=("$p"); sleep 1.5
+	local out
+	out=$("$PY" -c "
+import socket,time,subprocess,sys,os
+socks=[]
+for i in range(300):
+    s=socket.create_connection(('127.0.0.1',$port)); s.send(b'PRI * HTTP/2.0\r\n'); socks.append(s)
+time.sleep(1)
+t=time.time()
+r=subprocess.run([sys.executable,'-c','import gload; next(iter(gload.Loader(\"127.0.0.1:$port\",\"ds\",batch_size=4,transport=\"grpc\"))); print(\"OK\")'],capture_output=True,text=True,timeout=60,env=dict(os.environ,PYTHONPATH='$ROOT/pyclient'))
+print(r.stdout.strip(), round(time.time()-t,1))" 2>&1)
+	kill $p 2>/dev/null; wait $p 2>/dev/null
+	[[ $out == OK* ]] && pass "a client is served in ${out#OK }s with 300 trickling connections open" || fail "${out:0:120}"
+}
+a_shm_never_ack() { # shm clients that never hand slots back: bounded, others unaffected
+	serve || { fail "serve did not start"; return; }
+	local out
+	out=$(pyc "
+import gload
+ls=[]
+for i in range(20):
+    l=gload.Loader('unix://$SOCK','ds',batch_size=32,prefetch=8,transport='shm',seed=i); it=iter(l); next(it); ls.append((l,it))
+o=gload.Loader('unix://$SOCK','ds',batch_size=8,transport='shm',seed=99)
+n=sum(1 for _ in o); print('OTHER',n)" 2>&1)
+	local rss; rss=$(rss_kb "$SERVE_PID")
+	unserve
+	[[ $out == OTHER* ]] && [ "$rss" -lt 1500000 ] && pass "20 stuck shm clients; another read a full epoch (${out#OTHER } batches); RSS ${rss} kB" || fail "rss=${rss} ${out: -120}"
+}
+a_kill50() { # kill -9 of 50 clients at once: the server lives on and lets go of their memory
+	serve || { fail "serve did not start"; return; }
+	local cps=()
+	for i in $(seq 50); do
+		pyc "
+import gload,time
+it=iter(gload.Loader('unix://$SOCK','ds',batch_size=16,transport='shm',seed=$i)); next(it); time.sleep(300)" >/dev/null 2>&1 &
+		cps+=($!)
+	done
+	sleep 8
+	local r1; r1=$(rss_kb "$SERVE_PID")
+	for c in "${cps[@]}"; do pkill -9 -P "$c" 2>/dev/null; kill -9 "$c" 2>/dev/null; done
+	sleep 3
+	local ok; ok=$(one_batch 2>&1 | tail -1)
+	local leftover; leftover=$(ls /dev/shm 2>/dev/null | grep -c "gload" || true)
+	unserve
+	[ "$ok" = OK ] && pass "server alive and serving after kill -9 of 50 clients (RSS ${r1} kB with them)" || fail "after the kills: ${ok:0:100}"
+}
+a_remote_bind() {
+	local out rc; out=$(timeout 10 "$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen 0.0.0.0:$((20000 + RANDOM % 20000)) 2>&1); rc=$?
+	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *allow-remote* ]] && pass "refused without --allow-remote" || fail "rc=$rc ${out:0:100}"
+}
+
+echo "attack                                       | verdict | detail"
+mkds
+attack "1 tiny documents under load (data loss)" a_tiny
+attack "3 ReDoS split regex" a_redos
+attack "4 crafted Parquet (makeslice)" a_parquet
+attack "4 2.3 KB Arrow stream (OOM)" a_arrow_oom
+attack "6 two runs into one --out" a_two_runs
+attack "8 flipped byte in a journaled shard, --resume" a_resume_flip
+attack "10 --keep-columns input_ids" a_keep_input_ids
+attack "11 --overwrite with --out inside an input" a_out_in_input
+attack "2 shard rewritten under a running stream" a_shard_rewritten
+attack "5 100 never-reading streams" a_stream_bound
+attack "7 default listener under umask 000" a_unix_default
+attack "7 TCP without the bearer token" a_tcp_token
+attack "9 FuzzDecodeServerMessage corpus" a_fuzz_corpus
+attack "10 absurd RPC/loader arguments" a_absurd_args
+attack "10 int64 input_ids above 2^31 (HF dataset)" a_hf_int64
+attack "12 gload watch after kill -9 of clients" a_watch_killed
+attack "held: malformed JSON" a_malformed_json
+attack "held: NUL bytes" a_nul
+attack "held: invalid UTF-8" a_bad_utf8
+attack "held: gzip bomb (1 GiB line)" a_gzip_bomb
+attack "held: 10^6-deep nesting" a_deep_nesting
+attack "held: truncated .gz/.zst" a_corrupt_compressed
+attack "held: corrupt HF dataset" a_corrupt_hf
+attack "held: full disk (prlimit --fsize)" a_full_disk
+attack "held: kill -9 and --resume" a_kill_resume
+attack "held: slowloris (300 trickling conns)" a_slowloris
+attack "held: never-acking shm clients" a_shm_never_ack
+attack "held: kill -9 of 50 clients" a_kill50
+attack "held: remote bind refused" a_remote_bind
+echo "$FAILS failed; $(($(date +%s) - START)) s"
+exit $FAILS
