@@ -68,6 +68,9 @@ class Converter:
         self.tensors = tensors
         self.labels = labels
         self.stored_labels = False  # set from Opened.labels: batches carry the dataset's SFT labels
+        # Mixtures (set from Opened.source_offsets): index entry v is row v - offsets[s] of source s.
+        self.source_offsets: Optional[np.ndarray] = None
+        self._source_counts: Dict[int, Any] = {}  # id(batch dict) -> (rows, tokens) per source, until handed out
         self.position_start = position_start
         self.keys = None if keys is None else tuple(keys)
         self.ring = ring
@@ -149,13 +152,35 @@ class Converter:
         if pos is not None:
             out["position_ids"] = pos
             out["cu_seqlens"] = src["cu_seqlens"].astype(np.int32)
+        counts = self._split_sources(out, lengths, packed)
         if self.tensors == "pt":
             import torch
 
             out = {k: torch.from_numpy(v) for k, v in out.items()}
             if self.device is not None and self.device.type != "cpu":
                 out = {k: v.to(self.device) for k, v in out.items()}
-        return self._select(out)
+        out = self._select(out)
+        if counts is not None:
+            self._source_counts[id(out)] = counts
+        return out
+
+    def _split_sources(self, out: Dict[str, Any], lengths: np.ndarray, packed: bool) -> Any:
+        """Mixtures: turns out["index"] (numpy, the mixture's row space) into the row within its source and adds
+        out["source"]; returns the batch's (rows, tokens) per source (tokens: None for packed batches)."""
+        offs = self.source_offsets
+        if offs is None:
+            return None
+        idx = out["index"]
+        src = np.searchsorted(offs, idx, side="right") - 1
+        out["index"] = idx - offs[src]
+        out["source"] = src.astype(np.int64)
+        rows = np.bincount(src, minlength=len(offs))
+        tokens = None if packed else np.bincount(src, weights=lengths, minlength=len(offs)).astype(np.int64)
+        return rows, tokens
+
+    def pop_source_counts(self, batch: Dict[str, Any]) -> Any:
+        """The (rows, tokens) per source of a batch being handed out (None outside mixtures)."""
+        return self._source_counts.pop(id(batch), None)
 
     def _convert_cuda(self, b: "pb.Batch") -> Dict[str, Any]:
         import torch
@@ -240,10 +265,20 @@ class Converter:
         if pos is not None:
             out["position_ids"] = pos
             out["cu_seqlens"] = field("cu_seqlens", torch.int32)
+        counts = None
+        if self.source_offsets is not None:
+            # Sources from the host copy of index and lengths (small), then onto the device.
+            host = self._np_sources(b)
+            h = {"index": host["index"].astype(np.int64)}
+            counts = self._split_sources(h, host["lengths"].astype(np.int64), b.cu_len > 0)
+            out["index"] = torch.from_numpy(h["index"]).to(self.device)
+            out["source"] = torch.from_numpy(h["source"]).to(self.device)
         done = torch.cuda.Event()
         done.record()
         out = self._select(out)
         self._pending_events[id(out)] = done
+        if counts is not None:
+            self._source_counts[id(out)] = counts
         copied.synchronize()  # the slot (or staging buffer) may be reused from here on
         return out
 

@@ -137,6 +137,10 @@ class Stream:
                     "as the server's user, or use transport='grpc'") from e
         self.converter = self._make_converter(self.ring, o.layout if o.shm_path else None)
         self.converter.stored_labels = bool(o.labels)
+        if len(o.source_offsets) > 0:
+            import numpy as np
+
+            self.converter.source_offsets = np.asarray(list(o.source_offsets), dtype=np.int64)
         self.opened = o
         self._opened_event.set()
 

@@ -9,7 +9,7 @@ import queue
 import threading
 import socket
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
@@ -84,6 +84,14 @@ class Loader(_Base):
     ``position_ids`` [B, L] and ``cu_seqlens`` [n+1] int32 (segment boundaries over the flattened batch; each row's
     padding tail is a segment of its own). ``keys`` restricts the dict to the keys named.
 
+    Mixtures: ``dataset`` may name a mixture the server was started with (``gload serve --mixture``) or be a mapping
+    of dataset names to weights (``{"web": 0.6, "code": 0.3, "math": 0.1}``; weights are normalised, 0 leaves a
+    source out). ``mix_by`` "samples" (weights are shares of rows) or "tokens"; ``epoch_until`` (a source: the epoch
+    ends when it has been seen once), ``epoch_samples`` / ``epoch_tokens`` set the mixture epoch's length;
+    ``allow_tokenizer_mismatch`` mixes datasets of different tokenizers. Batches then carry ``source`` [pieces] int64
+    (the source's position in the mixture) and ``index`` is the row within that source; :meth:`source_counts` and
+    :meth:`report` tell the rows and tokens handed out per source.
+
     With torch importable the values are torch tensors (``input_ids``, ``attention_mask``, ``labels`` and
     ``position_ids`` of ``dtype``, default ``torch.long``) on ``device`` (None: CPU), else numpy arrays (``dtype``
     default ``numpy.int32``); ``return_tensors`` ("pt" or "np") forces one or the other. Every tensor handed out is
@@ -121,7 +129,7 @@ class Loader(_Base):
     def __init__(
         self,
         addr: Optional[Address],
-        dataset: str,
+        dataset: Union[str, Mapping[str, float]],
         batch_size: int = 16,
         policy: str = "bucketed",
         pad_multiple: int = 64,
@@ -156,11 +164,34 @@ class Loader(_Base):
         connect_timeout: float = 10.0,
         reconnect_timeout: float = 60.0,
         auth_token: Optional[str] = None,
+        mix_by: str = "samples",
+        epoch_until: Optional[str] = None,
+        epoch_samples: int = 0,
+        epoch_tokens: int = 0,
+        allow_tokenizer_mismatch: bool = False,
     ) -> None:
         self.addr, self._target = resolve(addr)
         self._auth_token = _auth_token(auth_token)
         if not dataset:
-            raise ValueError("dataset: a name the server serves is required")
+            raise ValueError("dataset: a name the server serves (or a mapping of names to weights) is required")
+        self._mixture: List[Tuple[str, float]] = []
+        if isinstance(dataset, Mapping):
+            for name, w in dataset.items():
+                if not isinstance(name, str) or not name:
+                    raise ValueError(f"dataset: mixture source {name!r}: want a dataset name")
+                if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not (
+                        math.isfinite(float(w)) and float(w) >= 0):
+                    raise ValueError(f"dataset: mixture weight of {name!r} is {w!r}: want a finite number >= 0")
+                self._mixture.append((name, float(w)))
+            dataset = ",".join(f"{n}:{w:g}" for n, w in self._mixture)
+        if mix_by not in ("samples", "tokens"):
+            raise ValueError(f"mix_by {mix_by!r}: want 'samples' or 'tokens'")
+        for name, v in (("epoch_samples", epoch_samples), ("epoch_tokens", epoch_tokens)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"{name}: want an integer >= 0, got {v!r}")
+        self._mix = dict(mix_by="" if mix_by == "samples" else mix_by, epoch_until=epoch_until or "",
+                         epoch_samples=int(epoch_samples), epoch_tokens=int(epoch_tokens),
+                         allow_tokenizer_mismatch=bool(allow_tokenizer_mismatch))
         self.dataset = dataset
         if transport not in ("shm", "grpc"):
             raise ValueError(f"transport {transport!r}: want 'shm' or 'grpc'")
@@ -236,6 +267,8 @@ class Loader(_Base):
         self._stub: Optional[pb_grpc.LoaderStub] = None
         self._stream: Optional[Stream] = None
         self._stats = Stats()
+        self._source_rows: Dict[str, int] = {}  # mixtures: rows (packed: documents) handed out per source
+        self._source_tokens: Dict[str, int] = {}
         self._exhausted = False
         # Where the current (or last) stream of this epoch stands.
         self._opened: Optional[pb.Opened] = None
@@ -247,7 +280,7 @@ class Loader(_Base):
         d = dict(self.__dict__)
         # A spawned DataLoader worker has no torch.distributed: pin the rank now, in the parent.
         d["_rank"], d["_world"] = self._rank_world()
-        for k in ("_channel", "_stub", "_stream", "_stats", "_opened"):
+        for k in ("_channel", "_stub", "_stream", "_stats", "_opened", "_source_rows", "_source_tokens"):
             d.pop(k, None)
         return d
 
@@ -300,8 +333,14 @@ class Loader(_Base):
     def _open_msg(self, consumer: Tuple[int, int, int, int], resume: Optional[pb.ResumeState]) -> pb.Open:
         rank, world, worker, workers = consumer
         cid = self.client_id or f"{socket.gethostname()}/{os.getpid()}/rank{rank}-w{worker}"
+        mix: Dict[str, Any] = {}
+        if self._mixture:
+            mix = dict(self._mix, mixture=[pb.MixtureSource(dataset=n, weight=w) for n, w in self._mixture])
+        elif any(self._mix.values()):
+            mix = dict(self._mix)
         return pb.Open(
-            dataset=self.dataset, rank=rank, world_size=world, worker=worker, num_workers=workers, seed=self.seed,
+            **mix,
+            dataset="" if self._mixture else self.dataset, rank=rank, world_size=world, worker=worker, num_workers=workers, seed=self.seed,
             epoch=self.epoch, policy=self._policy, resume=resume,
             transport=pb.TRANSPORT_SHM if self.transport == "shm" else pb.TRANSPORT_GRPC,
             prefetch=self.prefetch, client_id=cid)
@@ -414,6 +453,13 @@ class Loader(_Base):
         self._handed = r.rank_step
         assert stream.converter is not None
         stream.converter.hand_out(r.data)
+        counts = stream.converter.pop_source_counts(r.data)
+        if counts is not None and stream.opened is not None:
+            rows, tokens = counts
+            for s, name in enumerate(stream.opened.sources):
+                self._source_rows[name] = self._source_rows.get(name, 0) + int(rows[s])
+                if tokens is not None:
+                    self._source_tokens[name] = self._source_tokens.get(name, 0) + int(tokens[s])
         self._stats.end(t0, waited, step)
         return r.data
 
@@ -572,9 +618,22 @@ class Loader(_Base):
             f"  next(): p50 {1e6 * s['next_p50_s']:.0f} µs, p99 {1e6 * s['next_p99_s']:.0f} µs; "
             f"reconnects {s['reconnects']}",
         ]
+        if self._source_rows:
+            total = sum(self._source_rows.values()) or 1
+            weights = dict(self._mixture)
+            wsum = sum(weights.values()) or 1.0
+            for name, n in self._source_rows.items():
+                want = f", weight {weights[name] / wsum:.3f}" if name in weights else ""
+                tok = f", {self._source_tokens[name]} tokens" if name in self._source_tokens else ""
+                lines.append(f"  source {name}: {n} rows ({100 * n / total:.2f}%{want}){tok}")
         if gpu:
             lines.append(self._gpu_report())
         return "\n".join(lines)
+
+    def source_counts(self) -> Dict[str, Dict[str, int]]:
+        """Mixtures: rows (packed: documents) and tokens (not for packed batches) handed out so far, per source."""
+        return {n: {"rows": r, **({"tokens": self._source_tokens[n]} if n in self._source_tokens else {})}
+                for n, r in self._source_rows.items()}
 
     def _gpu_report(self) -> str:
         """The GPU part of the report, from the server's Watch RPC."""
