@@ -1,10 +1,13 @@
 package loader
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -17,10 +20,11 @@ import (
 // never exceed MaxBufferBytes: a stream whose asked depth does not fit gets
 // the largest depth that does (Opened.prefetch says which), and one for which
 // not even one batch fits is refused with RESOURCE_EXHAUSTED naming the
-// limit, as is a stream beyond MaxStreams. Per connection, gRPC's
-// MAX_CONCURRENT_STREAMS setting (MaxStreamsPerConn) bounds the streams a
-// client may open, and MaxConns the connections (Listen's listener is
-// wrapped in Serve).
+// limit, as is a stream beyond MaxStreams, and a batch stream beyond
+// MaxStreamsPerConn on one connection (counted per connection by connCounts;
+// gRPC's MAX_CONCURRENT_STREAMS is set a little above it, so that Watch and
+// Health still get through). MaxConns bounds the connections (Serve wraps
+// the listener).
 
 // Defaults of the limits: a 16 GB host keeps most of its memory for the
 // training processes.
@@ -131,4 +135,41 @@ func grpcBatchBytes(c *consumer) int64 {
 func (b *bufferBudget) String() string {
 	r, n := b.usage()
 	return fmt.Sprintf("%d of %d bytes reserved by %d streams (at most %d)", r, b.maxBytes, n, b.maxStreams)
+}
+
+// connSlack is how many streams of other RPCs (Watch, Report, Health) a
+// connection may have open beyond MaxStreamsPerConn batch streams.
+const connSlack = 16
+
+// connKey holds a connection's *connCount in the contexts of its streams.
+type connKey struct{}
+
+// connCount is the number of batch streams open on one connection.
+type connCount struct{ n atomic.Int64 }
+
+// connCounts is a stats.Handler that gives each connection its counter.
+type connCounts struct{}
+
+var _ stats.Handler = connCounts{}
+
+func (connCounts) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return context.WithValue(ctx, connKey{}, &connCount{})
+}
+func (connCounts) HandleConn(context.Context, stats.ConnStats)                     {}
+func (connCounts) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (connCounts) HandleRPC(context.Context, stats.RPCStats)                       {}
+
+// enterConn counts a batch stream on its connection; it refuses one beyond
+// max. The returned function ends it.
+func enterConn(ctx context.Context, max int) (func(), error) {
+	cc, ok := ctx.Value(connKey{}).(*connCount)
+	if !ok {
+		return func() {}, nil
+	}
+	if n := cc.n.Add(1); n > int64(max) {
+		cc.n.Add(-1)
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"--max-streams-per-conn: this connection already has %d batch streams open, the limit; open more connections (one per process) or raise it", max)
+	}
+	return func() { cc.n.Add(-1) }, nil
 }

@@ -95,3 +95,32 @@ func TestMaxBufferBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxStreamsPerConn: a connection's batch streams beyond
+// --max-streams-per-conn are refused naming the limit; another connection
+// still gets its own, and Health still answers on the full one.
+func TestMaxStreamsPerConn(t *testing.T) {
+	dir := t.TempDir()
+	writeDataset(t, dir, genLengths(500, 1, 40, 63), 500, 100)
+	ts := startServer(t, loader.Config{Datasets: map[string]string{"d": dir}, MaxStreamsPerConn: 2, NoGPUWatch: true}, "unix")
+	c := dial(t, ts.addr)
+	open := &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}, Prefetch: 2}
+	for range 2 {
+		s, err := c.Stream(t.Context(), open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+	}
+	_, err := c.Stream(t.Context(), open)
+	checkStatus(t, "Batches", err, codes.ResourceExhausted, []string{"--max-streams-per-conn", "2 batch streams"})
+	if _, err := c.Health(t.Context()); err != nil {
+		t.Fatalf("health on a full connection: %v", err)
+	}
+	other := dial(t, ts.addr)
+	s, err := other.Stream(t.Context(), open)
+	if err != nil {
+		t.Fatalf("another connection: %v", err)
+	}
+	s.Close()
+}

@@ -117,7 +117,8 @@ func NewServer(cfg Config) (*Server, error) {
 		grpc.InitialWindowSize(4 << 20),
 		grpc.InitialConnWindowSize(16 << 20),
 		grpc.WriteBufferSize(256 << 10),
-		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn)),
+		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn + connSlack)),
+		grpc.StatsHandler(connCounts{}),
 	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)

@@ -42,6 +42,13 @@ func (s *Server) Batches(stream gloadpb.Loader_BatchesServer) error {
 	if err != nil {
 		return err
 	}
+	leave, err := enterConn(stream.Context(), s.cfg.MaxStreamsPerConn)
+	if err != nil {
+		s.metrics.limitRefused.WithLabelValues("max-streams-per-conn").Inc()
+		s.log.Warn("stream refused by a limit", "client", msg.GetOpen().GetClientId(), "err", err)
+		return err
+	}
+	defer leave()
 	c, err := s.resolve(msg.GetOpen())
 	if err != nil {
 		s.log.Info("stream refused", "dataset", msg.GetOpen().GetDataset(), "client", msg.GetOpen().GetClientId(), "err", err)

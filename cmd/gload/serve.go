@@ -90,7 +90,7 @@ Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accep
 	f.IntVar(&o.maxStreams, "max-streams", loader.DefaultMaxStreams, "most batch streams open at once; more are refused with RESOURCE_EXHAUSTED")
 	f.Int64Var(&o.maxBufferBytes, "max-buffer-bytes", loader.DefaultMaxBufferBytes,
 		"memory all streams together may hold for batches in flight (gRPC buffers and shm rings); a stream gets the prefetch that fits, or RESOURCE_EXHAUSTED")
-	f.IntVar(&o.maxPerConn, "max-streams-per-conn", loader.DefaultMaxStreamsPerConn, "most streams one client connection may open (HTTP/2 MAX_CONCURRENT_STREAMS)")
+	f.IntVar(&o.maxPerConn, "max-streams-per-conn", loader.DefaultMaxStreamsPerConn, "most batch streams one client connection may open; more are refused with RESOURCE_EXHAUSTED")
 	f.IntVar(&o.maxConns, "max-conns", loader.DefaultMaxConns, "most client connections at once (more wait to be accepted)")
 	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
 	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index or freshness stamp anywhere")
