@@ -69,7 +69,9 @@ func (c *chatFlags) setup(o *tokenizeOptions, eng tokenize.Engine, opts *pipelin
 		copts.MaxLength = o.maxLength
 	}
 	opts.Chat = chat.NewEncoder(tok, tmpl, copts)
-	opts.Corpus.Format = corpus.Format("jsonl")
+	// Inputs by extension (JSONL, Parquet, HF dataset dirs); Parquet/Arrow rows come as JSON objects of all columns.
+	opts.Corpus.Format = corpus.FormatAuto
+	opts.Corpus.RowJSON = true
 	if o.keepColumns != nil {
 		return fmt.Errorf("--format chat: --keep-columns is not supported yet")
 	}

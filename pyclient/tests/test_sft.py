@@ -98,3 +98,36 @@ def test_load_from_disk_shows_labels(sft):
     assert ds.column_names[:2] == ["input_ids", "labels"]
     assert ds[5]["labels"] == refs[5]["labels"]
     assert ds[5]["input_ids"] == refs[5]["input_ids"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "hf"])
+def test_chat_from_parquet_and_hf_dirs(sft, gload_bin, tmp_path, fmt):
+    """Conversations as nested list<struct<role, content>> columns (Parquet, and a save_to_disk dir) give the same
+    input_ids and labels as the JSON Lines references."""
+    pa = pytest.importorskip("pyarrow")
+    _, _, refs = sft
+    with gzip.open(CHAT / "conversations.jsonl.gz", "rt", encoding="utf-8") as f:
+        recs = [json.loads(line) for line in f]
+    keep = [i for i, r in enumerate(recs) if "messages" in r]
+    table = pa.table({"id": [recs[i]["id"] for i in keep], "messages": [recs[i]["messages"] for i in keep]})
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        src = tmp_path / "sft.parquet"
+        pq.write_table(table, src, row_group_size=64)
+    else:
+        datasets = pytest.importorskip("datasets")
+        src = tmp_path / "sft_hf"
+        datasets.Dataset(table).save_to_disk(str(src), max_shard_size="100KB")
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    _gunzip(SHARED / "fixtures" / "tokenizers" / "llama3" / "tokenizer.json.gz", tok / "tokenizer.json")
+    _gunzip(CHAT / "tokenizers" / "llama3-instruct" / "tokenizer_config.json.gz", tok / "tokenizer_config.json")
+    out = tmp_path / "ds"
+    subprocess.run([gload_bin, "tokenize", "--format", "chat", "--quiet", "--tokenizer", str(tok / "tokenizer.json"),
+                    "--out", str(out), str(src)], check=True, stdout=subprocess.DEVNULL)
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.load_from_disk(str(out))
+    assert ds.num_rows == len(keep)
+    assert ds["input_ids"] == [refs[i]["input_ids"] for i in keep]
+    assert ds["labels"] == [refs[i]["labels"] for i in keep]

@@ -306,14 +306,20 @@ type rowBinder struct {
 	chunk     int
 	arena     []byte
 
+	rowJSON bool // Options.RowJSON: each row as one JSON object
+
 	// bound to the current batch
+	batch arrow.RecordBatch
 	text  column
 	cols  []column
 	nrows int
 }
 
 func newRowBinder(f File, o Options, sc *arrow.Schema) (*rowBinder, error) {
-	b := &rowBinder{path: f.Path, textField: o.TextField, max: o.MaxDocBytes, chunk: o.ChunkBytes}
+	b := &rowBinder{path: f.Path, textField: o.TextField, max: o.MaxDocBytes, chunk: o.ChunkBytes, rowJSON: o.RowJSON}
+	if o.RowJSON {
+		return b, nil
+	}
 	chain, typ, ok := resolveField(sc.Fields(), o.TextField)
 	if !ok {
 		return nil, fmt.Errorf("no text column %q (columns: %s)", o.TextField, fieldNames(sc))
@@ -332,6 +338,15 @@ func newRowBinder(f File, o Options, sc *arrow.Schema) (*rowBinder, error) {
 // bind binds the wanted columns to rec.
 func (b *rowBinder) bind(rec arrow.RecordBatch) error {
 	var err error
+	if b.rowJSON {
+		for k := 0; k < int(rec.NumCols()); k++ {
+			if err := validateArray(rec.Column(k)); err != nil {
+				return fmt.Errorf("column %q: %w", rec.ColumnName(k), err)
+			}
+		}
+		b.batch, b.nrows = rec, int(rec.NumRows())
+		return nil
+	}
 	if b.text, err = bindColumn(rec, b.textChain); err != nil {
 		return fmt.Errorf("text column %q: %w", b.textField, err)
 	}
@@ -350,6 +365,9 @@ func (b *rowBinder) bind(rec arrow.RecordBatch) error {
 // record builds the Record of row i of the bound batch; line is its 1-based
 // row number in the file.
 func (b *rowBinder) record(i int, line int64) (Record, error) {
+	if b.rowJSON {
+		return b.rowRecord(i, line)
+	}
 	rec := Record{Line: line}
 	if b.text.isNull(i) {
 		rec.Kind = NullText
@@ -384,6 +402,32 @@ func (b *rowBinder) record(i int, line int64) (Record, error) {
 		}
 	}
 	return rec, nil
+}
+
+// rowRecord is row i of the bound batch as one JSON object (Options.RowJSON). A nested array whose offsets do not
+// hold is an error naming the row, not a panic.
+func (b *rowBinder) rowRecord(i int, line int64) (rec Record, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rec, err = Record{}, fmt.Errorf("row %d: corrupt nested column: %v", line, r)
+		}
+	}()
+	out := []byte{'{'}
+	for k := 0; k < int(b.batch.NumCols()); k++ {
+		if k > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, b.batch.ColumnName(k))
+		out = append(out, ':')
+		if out, err = appendArrowJSON(out, b.batch.Column(k), i); err != nil {
+			return Record{}, fmt.Errorf("row %d column %q: %w", line, b.batch.ColumnName(k), err)
+		}
+		if int64(len(out)) > b.max {
+			return Record{Line: line, Kind: Oversized, Size: int64(len(out))}, nil
+		}
+	}
+	out = append(out, '}')
+	return Record{Line: line, Kind: JSONLine, Raw: out, Size: int64(len(out))}, nil
 }
 
 // copyText copies s into the arena (see the package Caveats): small texts

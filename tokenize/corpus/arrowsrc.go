@@ -84,6 +84,9 @@ func checkArrow(fh *os.File, o Options) (detail string, sentinel error) {
 		return err.Error(), ErrUnknownFormat
 	}
 	defer ar.release()
+	if o.RowJSON {
+		return "", nil
+	}
 	if d := checkTextField(ar.schema(), o.TextField); d != "" {
 		return d, ErrUnknownFormat
 	}

@@ -59,6 +59,11 @@ type Options struct {
 	// ChunkBytes is the size of the read chunks that records are sliced
 	// from. Default 1 MiB; at most 64 MiB.
 	ChunkBytes int
+	// RowJSON makes every Parquet and Arrow row a JSON object of all its
+	// columns (a JSONLine record; nested lists and structs as JSON arrays and
+	// objects, struct fields in schema order), for readers of whole records
+	// (chat conversations). TextField and KeepColumns are then not used.
+	RowJSON bool
 }
 
 // withDefaults returns a copy of o with defaults filled in, or an error

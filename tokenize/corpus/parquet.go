@@ -46,6 +46,9 @@ func checkParquet(fh *os.File, o Options) (detail string, sentinel error) {
 	if err != nil {
 		return fmt.Sprintf("read parquet schema: %v", err), ErrUnknownFormat
 	}
+	if o.RowJSON {
+		return "", nil
+	}
 	if d := checkTextField(sc, o.TextField); d != "" {
 		return d, ErrUnknownFormat
 	}
@@ -182,6 +185,12 @@ func openParquetSource(f File, o Options, skip int64) (src source, err error) {
 			continue
 		}
 		groups = append(groups, g)
+	}
+	if o.RowJSON {
+		leaves = leaves[:0]
+		for l := 0; l < pf.MetaData().Schema.NumColumns(); l++ {
+			leaves = append(leaves, l)
+		}
 	}
 	fr.Props.BatchSize = parquetBatchRows(pf, leaves)
 	rr, err := fr.GetRecordReader(context.Background(), leaves, groups)

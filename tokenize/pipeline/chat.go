@@ -18,7 +18,7 @@ func (w *writer) chatRecord(it *item, rec corpus.Record) {
 		it.reason, it.where = "too large", fmt.Sprintf("%s (%d bytes)", where, rec.Size)
 		return
 	default:
-		it.reason, it.where = chat.KindBadRecord, where+" (not a JSON record: --format chat reads JSON Lines)"
+		it.reason, it.where = chat.KindBadRecord, where+" (not a JSON record: --format chat reads JSON Lines, Parquet and HF dataset dirs)"
 		return
 	}
 	it.text = int64(len(rec.Raw))
