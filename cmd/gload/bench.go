@@ -35,6 +35,8 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 type benchFeedOptions struct {
 	g          *globalOptions
 	dataset    string
+	sources    []string // NAME=DIR of a mixture's datasets (in-process server)
+	weights    string   // NAME:WEIGHT,… of the mixture over sources
 	addr       string
 	batchSize  int
 	transports string
@@ -49,7 +51,7 @@ type benchFeedOptions struct {
 func newBenchFeedCmd(g *globalOptions) *cobra.Command {
 	o := &benchFeedOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "feed --dataset DIR [--transport grpc,shm] [--clients 1,4,8] [--consume-ms MS] [--json]",
+		Use:   "feed (--dataset DIR | --source NAME=DIR ... --weights NAME:W,...) [--transport grpc,shm] [--clients 1,4,8] [--consume-ms MS] [--json]",
 		Short: "Measure the highest sustained feed rate per transport and number of clients",
 		Long: `Starts a gload server in this process on a temporary unix socket over the dataset directory (or, with --addr,
 uses a running server, and --dataset names a dataset it serves), then for each transport × number of clients runs
@@ -59,7 +61,11 @@ it can. Reports batches/s, real tokens/s, GB/s of batch buffers and next() laten
 With --consume-ms each configuration runs a second time with every client sleeping that long after each batch (a
 simulated training step): the report adds the wait share and the headroom = feed capacity / consumption rate
 (above 1: gload feeds faster than the step consumes). shm needs the server on this host; where it cannot be used
-it is skipped with the reason.`,
+it is skipped with the reason.
+
+A mixture: --source NAME=DIR (repeatable) and --weights NAME:WEIGHT,… serve the sources and measure the mixture
+of them (the other --mixture options may follow the weights: --weights web:0.6,code:0.4,mix_by=tokens); with --addr,
+--dataset names a mixture the server serves like a dataset.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -76,7 +82,8 @@ it is skipped with the reason.`,
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long each configuration runs")
 	f.Uint64Var(&o.seed, "seed", 0, "epoch plan seed")
 	f.BoolVar(&o.json, "json", false, "print the results as JSON")
-	_ = cmd.MarkFlagRequired("dataset")
+	f.StringArrayVar(&o.sources, "source", nil, "a mixture's dataset as NAME=DIR (repeatable; with --weights)")
+	f.StringVar(&o.weights, "weights", "", "the mixture over --source datasets: NAME:WEIGHT,… (as gload serve --mixture)")
 	return cmd
 }
 
@@ -104,10 +111,30 @@ func (o *benchFeedOptions) run(ctx context.Context, stdout, stderr io.Writer) er
 	if o.consumeMS < 0 || o.batchSize < 1 || o.duration <= 0 || o.prefetch < 0 {
 		return fmt.Errorf("--consume-ms, --batch-size, --duration and --prefetch must be positive")
 	}
+	if (o.dataset == "") == (len(o.sources) == 0) || (len(o.sources) == 0) != (o.weights == "") || (o.addr != "" && len(o.sources) > 0) {
+		return fmt.Errorf("give --dataset DIR (with --addr: a served dataset or mixture), or --source NAME=DIR ... with --weights NAME:W,... (without --addr)")
+	}
+	cfg := loader.Config{Datasets: map[string]string{benchDataset: o.dataset}}
+	if o.addr == "" && len(o.sources) == 0 {
+		if _, err := os.Stat(o.dataset); err != nil {
+			return fmt.Errorf("--dataset: %w", err)
+		}
+	}
+	if len(o.sources) > 0 {
+		if cfg.Datasets, err = parseDatasets(o.sources); err != nil {
+			return fmt.Errorf("--source: %w", err)
+		}
+		_, spec, err := parseMixtureFlag(benchDataset + "=" + o.weights)
+		if err != nil {
+			return fmt.Errorf("--weights: %w", err)
+		}
+		cfg.Mixtures = map[string]loader.MixtureSpec{benchDataset: spec}
+		o.dataset = strings.Join(o.sources, ",") + " (" + o.weights + ")"
+	}
 	addr, name, server := o.addr, o.dataset, "in-process"
 	if addr == "" {
 		var stop func() error
-		addr, stop, err = startBenchServer(ctx, o.dataset, o.g.quietLogger())
+		addr, stop, err = startBenchServer(ctx, cfg, o.g.quietLogger())
 		if err != nil {
 			return err
 		}
@@ -161,14 +188,15 @@ const benchDataset = "bench"
 
 // startBenchServer serves dir on a unix socket in a temporary directory and
 // returns its address and how to stop it.
-func startBenchServer(ctx context.Context, dir string, log *slog.Logger) (string, func() error, error) {
-	if _, err := os.Stat(dir); err != nil {
-		return "", nil, fmt.Errorf("--dataset: %w", err)
+func startBenchServer(ctx context.Context, cfg loader.Config, log *slog.Logger) (string, func() error, error) {
+	for name, dir := range cfg.Datasets {
+		if _, err := os.Stat(dir); err != nil {
+			return "", nil, fmt.Errorf("dataset %s: %w", name, err)
+		}
 	}
-	srv, err := loader.NewServer(loader.Config{
-		Datasets: map[string]string{benchDataset: dir}, NoGPUWatch: true, NoWriteIndex: true,
-		Logger: log.With("part", "bench-server"), DrainTimeout: time.Second,
-	})
+	cfg.NoGPUWatch, cfg.NoWriteIndex, cfg.DrainTimeout = true, true, time.Second
+	cfg.Logger = log.With("part", "bench-server")
+	srv, err := loader.NewServer(cfg)
 	if err != nil {
 		return "", nil, err
 	}

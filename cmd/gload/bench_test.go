@@ -49,11 +49,26 @@ func TestBenchFeed(t *testing.T) {
 		t.Errorf("progress: %q", errOut)
 	}
 
+	// A mixture of two datasets, in-process.
+	data2 := t.TempDir()
+	writeServeDataset(t, data2, 40)
+	out, errOut, code = gload(t, "", "bench", "feed", "--source", "a="+data, "--source", "b="+data2, "--weights", "a:0.7,b:0.3",
+		"--batch-size", "8", "--transport", "grpc", "--duration", "100ms", "--json")
+	if code != 0 {
+		t.Fatalf("mixture: exit %d: %s", code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Results) != 1 || rep.Results[0].Capacity.BatchesPerS <= 0 {
+		t.Fatalf("mixture: %v %+v", err, rep)
+	}
+
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"bench", "feed"}, "dataset"},
+		{[]string{"bench", "feed", "--source", "a=" + data}, "--weights"},
+		{[]string{"bench", "feed", "--source", "a=" + data, "--weights", "a:x"}, "--weights"},
+		{[]string{"bench", "feed", "--source", "a=" + data, "--weights", "c:1"}, `dataset "c" is not served here`},
 		{[]string{"bench", "feed", "--dataset", filepath.Join(data, "nope")}, "--dataset"},
 		{[]string{"bench", "feed", "--dataset", data, "--transport", "tcp"}, "--transport"},
 		{[]string{"bench", "feed", "--dataset", data, "--clients", "0"}, "--clients"},
