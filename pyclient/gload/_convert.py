@@ -71,6 +71,7 @@ class Converter:
         # Mixtures (set from Opened.source_offsets): index entry v is row v - offsets[s] of source s.
         self.source_offsets: Optional[np.ndarray] = None
         self._source_counts: Dict[int, Any] = {}  # id(batch dict) -> (rows, tokens) per source, until handed out
+        self._label_counts: Dict[int, Any] = {}  # SFT: id(batch dict) -> (trained tokens, real tokens)
         self.position_start = position_start
         self.keys = None if keys is None else tuple(keys)
         self.ring = ring
@@ -162,6 +163,8 @@ class Converter:
         out = self._select(out)
         if counts is not None:
             self._source_counts[id(out)] = counts
+        if self.stored_labels:
+            self._label_counts[id(out)] = (int(b.trained_tokens), int(lengths.sum()))
         return out
 
     def _split_sources(self, out: Dict[str, Any], lengths: np.ndarray, packed: bool) -> Any:
@@ -177,6 +180,10 @@ class Converter:
         rows = np.bincount(src, minlength=len(offs))
         tokens = None if packed else np.bincount(src, weights=lengths, minlength=len(offs)).astype(np.int64)
         return rows, tokens
+
+    def pop_label_counts(self, batch: Dict[str, Any]) -> Any:
+        """SFT streams: (trained tokens, real tokens) of a batch being handed out (None without stored labels)."""
+        return self._label_counts.pop(id(batch), None)
 
     def pop_source_counts(self, batch: Dict[str, Any]) -> Any:
         """The (rows, tokens) per source of a batch being handed out (None outside mixtures)."""
@@ -279,6 +286,8 @@ class Converter:
         self._pending_events[id(out)] = done
         if counts is not None:
             self._source_counts[id(out)] = counts
+        if self.stored_labels:
+            self._label_counts[id(out)] = (int(b.trained_tokens), int(self._np_sources(b)["lengths"].astype(np.int64).sum()))
         copied.synchronize()  # the slot (or staging buffer) may be reused from here on
         return out
 

@@ -268,6 +268,8 @@ class Loader(_Base):
         self._stream: Optional[Stream] = None
         self._stats = Stats()
         self._source_rows: Dict[str, int] = {}  # mixtures: rows (packed: documents) handed out per source
+        self._trained_tokens = 0  # SFT datasets: labels other than -100 handed out
+        self._real_tokens = 0  # and the real (unpadded) tokens beside them
         self._source_tokens: Dict[str, int] = {}
         self._exhausted = False
         # Where the current (or last) stream of this epoch stands.
@@ -460,6 +462,10 @@ class Loader(_Base):
                 self._source_rows[name] = self._source_rows.get(name, 0) + int(rows[s])
                 if tokens is not None:
                     self._source_tokens[name] = self._source_tokens.get(name, 0) + int(tokens[s])
+        lc = stream.converter.pop_label_counts(r.data)
+        if lc is not None:
+            self._trained_tokens += lc[0]
+            self._real_tokens += lc[1]
         self._stats.end(t0, waited, step)
         return r.data
 
@@ -626,6 +632,9 @@ class Loader(_Base):
                 want = f", weight {weights[name] / wsum:.3f}" if name in weights else ""
                 tok = f", {self._source_tokens[name]} tokens" if name in self._source_tokens else ""
                 lines.append(f"  source {name}: {n} rows ({100 * n / total:.2f}%{want}){tok}")
+        if self._real_tokens:
+            lines.append(f"  trained tokens {self._trained_tokens} of {self._real_tokens} "
+                         f"({100 * self._trained_tokens / self._real_tokens:.1f}%: the dataset's labels)")
         if gpu:
             lines.append(self._gpu_report())
         return "\n".join(lines)

@@ -89,6 +89,12 @@ def test_served_labels_are_the_references(sft, transport, policy):
         assert (b["labels"][~mask] == -100).all()
         seen += len(b["index"])
     assert seen == len(refs)
+    # The report shows the trained-token share of what was handed out.
+    trained = sum(sum(1 for x in r["labels"] if x != -100) for r in refs)
+    real = sum(len(r["input_ids"]) for r in refs)
+    if policy == "packed":  # each document's first token is masked as well
+        trained -= sum(1 for r in refs if r["labels"] and r["labels"][0] != -100)
+    assert f"trained tokens {trained} of {real} " in loader.report(gpu=False)
 
 
 def test_load_from_disk_shows_labels(sft):
