@@ -41,3 +41,6 @@ size = os.path.getsize("/tmp/corpus50.jsonl") / 1e9
 print(f"gload tokenize of {size:.2f} GB: {secs:.1f} s ({size * 1e3 / secs:.0f} MB/s of JSONL), peak RSS {rss:.0f} MiB")
 PY
 rm -rf /tmp/ds50 /tmp/corpus50.jsonl
+# Scaling with cores (issue 18): engine 1 vs 16 workers, end to end with the summary's stage line, disk vs tmpfs,
+# one .gz input. Same files as above under build/devrun.
+DEVRUN=$d bash bench/device_tokenize_scaling.sh
