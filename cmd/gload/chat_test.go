@@ -259,3 +259,31 @@ func TestInspectShowLabels(t *testing.T) {
 		t.Fatal("--show-labels without --tokenizer failed")
 	}
 }
+
+// TestTokenizeChatDeterministic: the same conversations give byte-identical datasets with 1 and 4 workers.
+func TestTokenizeChatDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	tokDir := filepath.Join(dir, "tok")
+	os.Mkdir(tokDir, 0o755)
+	tokPath := filepath.Join(tokDir, "tokenizer.json")
+	gunzipTo(t, fixtures.TokenizerPath(t, "qwen3"), tokPath)
+	gunzipTo(t, fixtures.Path(t, "chat", "tokenizers", "qwen2.5", "tokenizer_config.json.gz"), filepath.Join(tokDir, "tokenizer_config.json"))
+	var outs []string
+	for _, w := range []string{"1", "4"} {
+		out := filepath.Join(dir, "ds"+w)
+		if _, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--workers", w, "--shard-size", "200KB",
+			"--tokenizer", tokPath, "--out", out, fixtures.ChatConversationsPath(t)); code != 0 {
+			t.Fatalf("workers %s: exit %d: %s", w, code, stderr)
+		}
+		outs = append(outs, out)
+	}
+	a, b := datasetFiles(t, outs[0]), datasetFiles(t, outs[1])
+	if len(a) < 3 || len(a) != len(b) {
+		t.Fatalf("%d vs %d files", len(a), len(b))
+	}
+	for name, data := range a {
+		if string(b[name]) != string(data) {
+			t.Errorf("%s differs between 1 and 4 workers", name)
+		}
+	}
+}
