@@ -114,6 +114,7 @@ func TestBadRecords(t *testing.T) {
 		`{"messages":[{"content":"no role"}]}`,
 		`{"prompt":"p"}`,
 		`{"prompt":[{"role":"user","content":"p"}],"completion":"c"}`,
+		`{"messages":[{"role":"user","content":"p"}],"tools":[{"default":1.0}]}`, // Jinja2 prints 1.0, the engine 1
 	} {
 		var se *chat.SkipError
 		if _, err := enc.Record([]byte(rec)); !errors.As(err, &se) || se.Kind != chat.KindBadRecord {

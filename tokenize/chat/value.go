@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -87,6 +88,11 @@ func decodeValue(d *json.Decoder) (jinja.Value, error) {
 		f, err := x.Float64()
 		if err != nil {
 			return jinja.Undefined(), err
+		}
+		if f == math.Trunc(f) {
+			// Jinja2 prints 1.0 (and tojson writes 1.0); the Go engine would write 1: refuse rather than differ.
+			return jinja.Undefined(), fmt.Errorf("number %s: a float with an integral value is not supported (Jinja2 would print it as %s, the Go template engine as %d)",
+				s, strconv.FormatFloat(f, 'f', 1, 64), int64(f))
 		}
 		return jinja.NewFloat(f), nil
 	}
