@@ -21,6 +21,7 @@ import (
 
 type tokenizeOptions struct {
 	g            *globalOptions
+	task         string
 	tokenizer    string
 	engine       string
 	out          string
@@ -93,6 +94,8 @@ ends byte-identical to an uninterrupted run.`,
 	f.StringVar(&o.maxDocBytes, "max-doc-bytes", "64MiB", "documents larger than this are skipped with a message")
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace an existing dataset in --out")
 	f.BoolVar(&o.resume, "resume", false, "continue an interrupted run in --out")
+	f.StringVar(&o.task, "task", "", "I/N: write only task I's share of the input files (of N tasks) as a part for gload merge; "+
+		"$SLURM_ARRAY_TASK_ID and $JOB_COMPLETION_INDEX work for I")
 	f.BoolVar(&o.strict, "strict", false, "stop at the first bad document (exit 1) instead of skipping it")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	f.StringVar(&o.memoryLimit, "memory-limit", "768MiB", "soft limit for the Go heap (GC works harder near it); 0 or $GOMEMLIMIT to leave as is")
@@ -104,6 +107,10 @@ ends byte-identical to an uninterrupted run.`,
 }
 
 func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
+	taskIndex, taskCount, err := parseTask(o.task)
+	if err != nil {
+		return err
+	}
 	shardSize, err := parseSize(o.shardSize)
 	if err != nil {
 		return fmt.Errorf("--shard-size: %w", err)
@@ -135,6 +142,7 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 		}
 	}
 	opts := pipeline.Options{
+		TaskIndex: taskIndex, TaskCount: taskCount,
 		Inputs: inputs,
 		Out:    o.out,
 		Corpus: corpus.Options{
@@ -300,4 +308,18 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a positive size (e.g. 500MB, 2GiB)", s)
 	}
 	return int64(v * float64(mult)), nil
+}
+
+// parseTask reads --task I/N ("" means the whole input).
+func parseTask(s string) (int, int, error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(a))
+	n, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--task %q: want I/N with 0 <= I < N (e.g. --task $SLURM_ARRAY_TASK_ID/16)", s)
+	}
+	return i, n, nil
 }

@@ -55,22 +55,23 @@ type ShardStat struct {
 // Dataset is an open dataset directory. All methods but Close are safe for
 // concurrent use.
 type Dataset struct {
-	dir       string
-	shards    []*shard
-	starts    []int64 // starts[k] is the global index of shard k's first row; len(shards)+1 entries
-	lengths   []uint32
-	tokHash   string
-	fp        Digest
-	index     *Index // the index in use (read, or rebuilt)
-	verified  int    // shards hashed at open
-	scanned   int    // shards scanned at open
-	columns   []string
-	closed    atomic.Bool
-	zeroCopy  bool
-	hasLabels bool
-	fromIndex bool
-	src       ShardSource // lazy datasets only
-	idsType   string      // lazy datasets: input_ids' dtype from dataset_info.json
+	dir          string
+	shards       []*shard
+	starts       []int64 // starts[k] is the global index of shard k's first row; len(shards)+1 entries
+	lengths      []uint32
+	tokHash      string
+	fp           Digest
+	index        *Index // the index in use (read, or rebuilt)
+	verified     int    // shards hashed at open
+	scanned      int    // shards scanned at open
+	scannedNames []string
+	columns      []string
+	closed       atomic.Bool
+	zeroCopy     bool
+	hasLabels    bool
+	fromIndex    bool
+	src          ShardSource // lazy datasets only
+	idsType      string      // lazy datasets: input_ids' dtype from dataset_info.json
 }
 
 type shard struct {
@@ -473,6 +474,9 @@ func (d *Dataset) init(ix *Index, st *stamp, reason string, opts OpenOptions, lo
 		log.Info("gload index rebuilt", "dir", d.dir, "reason", reason, "shards_scanned", len(stale), "shards", len(d.shards))
 	}
 	d.scanned = len(stale)
+	for _, k := range stale {
+		d.scannedNames = append(d.scannedNames, d.shards[k].name)
+	}
 	d.fromIndex = len(stale) == 0
 	// Use the index's length array in place when it covers exactly these shards in order.
 	inPlace := ix != nil && len(stale) == 0 && len(ix.Shards) == len(d.shards)
@@ -777,6 +781,10 @@ func (d *Dataset) ShardsVerified() int { return d.verified }
 
 // ShardsScanned is how many shards Open had to re-index by scanning.
 func (d *Dataset) ShardsScanned() int { return d.scanned }
+
+// ScannedShards names the shards Open re-indexed: not in the index, another
+// size, or content that no longer hashes to the index's content hash.
+func (d *Dataset) ScannedShards() []string { return d.scannedNames }
 
 // TokenizerHash returns the tokenizer hash stored in gload.index ("" when the
 // dataset has no index, e.g. one written by Hugging Face).

@@ -55,6 +55,10 @@ type Options struct {
 	Resume    bool // continue an interrupted run in Out
 	Strict    bool // stop at the first bad document instead of skipping it
 
+	// TaskIndex of TaskCount (> 0): write only this task's share of the input files as a dataset part, every
+	// file starting a new shard, for `gload merge` (see task.go). TaskCount 0: the whole input.
+	TaskIndex, TaskCount int
+
 	// Chat, when set, reads JSON records as chat conversations (package chat): rows get input_ids and labels
 	// (assistant-only loss); MaxLength truncation is the encoder's own (labels stay aligned).
 	Chat *chat.Encoder
@@ -73,6 +77,9 @@ type Options struct {
 func (o *Options) validate() error {
 	if len(o.Inputs) == 0 {
 		return fmt.Errorf("tokenize: no inputs")
+	}
+	if o.TaskCount < 0 || (o.TaskCount > 0 && (o.TaskIndex < 0 || o.TaskIndex >= o.TaskCount)) || (o.TaskCount == 0 && o.TaskIndex != 0) {
+		return fmt.Errorf("tokenize: --task %d/%d: want I/N with 0 <= I < N", o.TaskIndex, o.TaskCount)
 	}
 	if o.Out == "" {
 		return fmt.Errorf("tokenize: no output directory")

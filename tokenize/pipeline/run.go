@@ -114,6 +114,10 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	var task *Task
+	if opts.TaskCount > 0 {
+		plan, task = taskPlan(&opts, plan)
+	}
 	lock, err := lockOut(opts.Out, opts.Resume)
 	if err != nil {
 		return Summary{}, err
@@ -122,6 +126,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	st, err := prepareOut(&opts, plan)
 	if err != nil {
 		return Summary{}, err
+	}
+	if task != nil {
+		task.Writer, st.task = st.wopts, task
 	}
 	sum := Summary{Out: opts.Out, Resumed: st.resumed}
 	if st.j.Finished {
@@ -358,13 +365,15 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 
 // writer appends rows to the current shard and cuts shards; it runs on one goroutine.
 type writer struct {
-	opts   *Options
-	st     *state
-	log    *slog.Logger
-	prog   *progress
-	cur    *dataset.ShardWriter
-	shown  int // skipped documents printed so far
-	ledger writeLedger
+	opts  *Options
+	st    *state
+	log   *slog.Logger
+	prog  *progress
+	cur   *dataset.ShardWriter
+	shown int // skipped documents printed so far
+	// curFile is the input file of the current shard's last row: a task cuts shards at file boundaries.
+	curFile int
+	ledger  writeLedger
 }
 
 const showSkips = 5
@@ -410,6 +419,15 @@ func (w *writer) writeChunk(c *chunk) error {
 		s.InputBytes += it.text
 		s.Written++
 		w.ledger.written++
+		// A task's every file starts a new shard: its shards do not depend on the task split (task.go).
+		if o.TaskCount > 0 && w.cur != nil && len(it.rows) > 0 && it.after.File != w.curFile {
+			if err := w.closeShard(); err != nil {
+				return err
+			}
+		}
+		if len(it.rows) > 0 {
+			w.curFile = it.after.File
+		}
 		for k, row := range it.rows {
 			if w.cur == nil {
 				sw, err := dataset.CreateShard(o.Out, len(w.st.j.Shards), w.st.wopts)
@@ -505,6 +523,11 @@ func (w *writer) abort() {
 }
 
 func finalize(o *Options, st *state) error {
+	if o.TaskCount > 0 {
+		if err := writeTask(o.Out, st.task); err != nil {
+			return err
+		}
+	}
 	if err := dataset.Finalize(o.Out, st.j.Shards, st.wopts); err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ type state struct {
 	plan    *corpus.Plan
 	j       journal
 	wopts   dataset.WriterOptions
+	task    *Task // --task: the part's record, written at finalize
 	resumed bool
 }
 
@@ -85,6 +86,9 @@ func configHash(o *Options, plan *corpus.Plan) string {
 		o.MinLength, o.ShardSize, o.RowsPerBatch, o.Special})
 	if o.Chat != nil {
 		_ = enc.Encode(o.Chat.Hash())
+	}
+	if o.TaskCount > 0 {
+		_ = enc.Encode([]int{o.TaskIndex, o.TaskCount})
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -192,7 +196,7 @@ func verifyJournaled(dir string, shards []dataset.ShardInfo) error {
 // isDatasetFile reports whether a directory entry is something a gload run writes.
 func isDatasetFile(name string) bool {
 	switch name {
-	case "state.json", "dataset_info.json", "gload.index", dataset.StampFile, journalName:
+	case "state.json", "dataset_info.json", "gload.index", dataset.StampFile, journalName, TaskFile:
 		return true
 	}
 	return strings.HasSuffix(name, ".arrow") || strings.HasSuffix(name, ".tmp") || strings.Contains(name, ".arrow.")
