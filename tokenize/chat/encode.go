@@ -165,12 +165,20 @@ func messageList(raw json.RawMessage, field string) ([]jinja.Value, error) {
 		return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("field %q is not a list of messages", field)}
 	}
 	items := v.AsList().Items
+	if len(items) == 0 {
+		return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("field %q is an empty list of messages", field)}
+	}
 	for i, m := range items {
 		if !m.IsDict() {
 			return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("%s[%d] is not an object", field, i)}
 		}
 		if r, ok := m.AsDict().Get("role"); !ok || !r.IsString() {
 			return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("%s[%d] has no string \"role\"", field, i)}
+		}
+		// Jinja2 prints a null content as "None", raises on a missing one in `+`, concatenates no int: the Go
+		// engine does none of that the same way, so only string contents are rendered.
+		if c, ok := m.AsDict().Get("content"); !ok || !c.IsString() {
+			return nil, &SkipError{Kind: KindBadRecord, Msg: fmt.Sprintf("%s[%d].content is missing or not a string (only string contents render as Jinja2 renders them)", field, i)}
 		}
 	}
 	return items, nil

@@ -112,6 +112,11 @@ func TestBadRecords(t *testing.T) {
 		`{"messages":"hi"}`,
 		`{"messages":[1]}`,
 		`{"messages":[{"content":"no role"}]}`,
+		`{"messages":[]}`,
+		`{"messages":[{"role":"user"},{"role":"assistant","content":"a"}]}`,
+		`{"messages":[{"role":"user","content":null},{"role":"assistant","content":"a"}]}`,
+		`{"messages":[{"role":"user","content":5},{"role":"assistant","content":"a"}]}`,
+		`{"prompt":[],"completion":[{"role":"assistant","content":"c"}]}`,
 		`{"prompt":"p"}`,
 		`{"prompt":[{"role":"user","content":"p"}],"completion":"c"}`,
 		`{"messages":[{"role":"user","content":"p"}],"tools":[{"default":1.0}]}`, // Jinja2 prints 1.0, the engine 1
