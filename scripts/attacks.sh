@@ -353,7 +353,8 @@ a_watch_killed() { # item 12: clients killed with -9 leave gload watch
 	serve || { fail "serve did not start"; return; }
 	local cps=()
 	for i in 1 2 3; do
-		pyc "
+		# python itself in the background (not under timeout): kill -9 must hit the client
+		PYTHONPATH=$ROOT/pyclient "$PY" -c "
 import gload,time
 it=iter(gload.Loader('unix://$SOCK','ds',batch_size=4,transport='grpc',client_id='victim$i')); next(it); time.sleep(300)" >/dev/null 2>&1 &
 		cps+=($!)
@@ -361,7 +362,7 @@ it=iter(gload.Loader('unix://$SOCK','ds',batch_size=4,transport='grpc',client_id
 	sleep 4
 	local before after
 	before=$("$BIN" watch --addr "unix://$SOCK" --once 2>&1 | grep -c victim)
-	for c in "${cps[@]}"; do pkill -9 -P "$c" 2>/dev/null; kill -9 "$c" 2>/dev/null; done
+	for c in "${cps[@]}"; do kill -9 "$c" 2>/dev/null; wait "$c" 2>/dev/null; done
 	sleep 3
 	after=$("$BIN" watch --addr "unix://$SOCK" --once 2>&1 | grep victim | grep -vc 'closed\|gone\|ended')
 	unserve
@@ -409,7 +410,7 @@ it=iter(gload.Loader('unix://$SOCK','ds',batch_size=16,transport='shm',seed=$i))
 	done
 	sleep 8
 	local r1; r1=$(rss_kb "$SERVE_PID")
-	for c in "${cps[@]}"; do pkill -9 -P "$c" 2>/dev/null; kill -9 "$c" 2>/dev/null; done
+	for c in "${cps[@]}"; do kill -9 "$c" 2>/dev/null; wait "$c" 2>/dev/null; done
 	sleep 3
 	local ok; ok=$(one_batch 2>&1 | tail -1)
 	local leftover; leftover=$(ls /dev/shm 2>/dev/null | grep -c "gload" || true)

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -42,6 +44,15 @@ func checkForeign(t *testing.T, dir string, idsTypes []string, zeroCopy bool) {
 		t.Fatal(err)
 	}
 	d, err := Open(dir, OpenOptions{}) // no WriteIndex: leave testdata alone
+	if len(want.ErrorRows) > 0 {
+		// An id outside int32 refuses the dataset at open (the shard scan
+		// checks every value), naming the shard and the row.
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), ".arrow") || !strings.Contains(err.Error(), "row ") ||
+			!strings.Contains(err.Error(), "does not fit in int32") {
+			t.Fatalf("Open = %v; want ErrUnsupported naming the shard and row", err)
+		}
+		return
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,5 +167,32 @@ func TestForeignDatasetsFresh(t *testing.T) {
 		t.Run(fx.name, func(t *testing.T) {
 			checkForeign(t, filepath.Join(out, fx.name), fx.idsTypes, fx.zeroCopy)
 		})
+	}
+}
+
+// TestWideIDsAtFirstTouch: a record batch holding an id outside int32 is
+// refused by its first read too (for datasets opened from a cached index,
+// which skips the scan), naming the row.
+func TestWideIDsAtFirstTouch(t *testing.T) {
+	sh, err := openShard(filepath.Join("testdata", "hf", "pa_uint32_big"), "part-b.arrow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.close()
+	m, err := readMessage(sh.data, sh.firstMsg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := decodeIDs(sh.data, m, sh.schema, sh.ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, x, bad := b.firstWideID(); !bad || r != 0 || x != "2147483648" {
+		t.Fatalf("firstWideID = %d, %s, %v; want row 0, 2147483648", r, x, bad)
+	}
+	sh.entry = ShardEntry{Rows: b.rows, Batches: []BatchRef{{Offset: m.start}}}
+	sh.cache = make([]atomic.Pointer[batchSlot], 1)
+	if _, err := sh.batch(0); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "row 0 of the shard") {
+		t.Fatalf("batch(0) = %v; want ErrUnsupported naming row 0", err)
 	}
 }

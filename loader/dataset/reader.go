@@ -369,6 +369,14 @@ func (sh *shard) scan(hash *Digest) (ShardEntry, []uint32, error) {
 			if b.rows == 0 {
 				break
 			}
+			// Ids stored wider than int32 are checked while the shard is read
+			// anyway (it is being hashed): an id gload cannot serve refuses the
+			// dataset at open, naming shard and row (batch reads check again
+			// when the index came from the cache).
+			if r, x, bad := b.firstWideID(); bad {
+				return e, nil, sh.corrupt(fmt.Errorf("%w: row %d of the shard (batch %d row %d): token id %s does not fit in int32",
+					ErrUnsupported, e.Rows+r, len(e.Batches), r, x))
+			}
 			e.Batches = append(e.Batches, BatchRef{Offset: m.start, FirstRow: e.Rows})
 			for r := int64(0); r < b.rows; r++ {
 				start, end, err := b.span(r)
