@@ -8,6 +8,9 @@ d=build/devrun
 mkdir -p "$d"
 CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations go build -ldflags="-s -w" -o build/gload-devrun ./cmd/gload
 gzip -c build/gload-devrun > "$d/gload.gz"
+# bench/device_mixture.sh: the planner benchmarks
+CGO_CFLAGS=-Wno-deprecated-declarations go test -c -o build/bucket.test ./bucket
+gzip -c build/bucket.test > "$d/bucket.test.gz"
 rm -f "$d/gload"
 cp ../shared/fixtures/tokenizers/llama3/tokenizer.json.gz "$d/llama3.json.gz"
 cp ../shared/bench/train_ref.py "$d/"
