@@ -74,6 +74,11 @@ serve() { # serve [flags...]: serves ds=$W/ds on $W/s.sock; sets SOCK, SERVE_PID
 	return 1
 }
 unserve() { [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""; }
+killtree() { # killtree PID: kill -9 PID and every process below it (the client, not just its timeout wrapper)
+	local c
+	for c in $(pgrep -P "$1"); do killtree "$c"; done
+	kill -9 "$1" 2>/dev/null
+}
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 one_batch() { # one_batch [extra loader kwargs]: prints OK after one batch
 	pyc "
@@ -362,7 +367,7 @@ it=iter(gload.Loader('unix://$SOCK','ds',batch_size=4,transport='grpc',client_id
 	sleep 4
 	local before after
 	before=$("$BIN" watch --addr "unix://$SOCK" --once 2>&1 | grep -c victim)
-	for c in "${cps[@]}"; do kill -9 "$c" 2>/dev/null; wait "$c" 2>/dev/null; done
+	for c in "${cps[@]}"; do killtree "$c"; wait "$c" 2>/dev/null; done
 	sleep 3
 	after=$("$BIN" watch --addr "unix://$SOCK" --once 2>&1 | grep victim | grep -vc 'closed\|gone\|ended')
 	unserve
@@ -410,10 +415,9 @@ it=iter(gload.Loader('unix://$SOCK','ds',batch_size=16,transport='shm',seed=$i))
 	done
 	sleep 8
 	local r1; r1=$(rss_kb "$SERVE_PID")
-	for c in "${cps[@]}"; do kill -9 "$c" 2>/dev/null; wait "$c" 2>/dev/null; done
+	for c in "${cps[@]}"; do killtree "$c"; wait "$c" 2>/dev/null; done
 	sleep 3
 	local ok; ok=$(one_batch 2>&1 | tail -1)
-	local leftover; leftover=$(ls /dev/shm 2>/dev/null | grep -c "gload" || true)
 	unserve
 	[ "$ok" = OK ] && pass "server alive and serving after kill -9 of 50 clients (RSS ${r1} kB with them)" || fail "after the kills: ${ok:0:100}"
 }
