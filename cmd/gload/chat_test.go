@@ -123,7 +123,7 @@ func TestTokenizeChatStrict(t *testing.T) {
 }
 
 // TestServeChatLabels: an SFT dataset written by `gload tokenize --format chat` (the llama3-instruct fixture) is
-// served through a real server, over gRPC and shared memory, bucketed and packed: every batch carries labels equal
+// served through a real server, over gRPC and shared memory, in every policy (bucketed, tokens, packed): every batch carries labels equal
 // to the reference labels of its rows (-100 at padding; packed: -100 at every document's first token), and its
 // trained-token count is the number of labels other than -100.
 func TestServeChatLabels(t *testing.T) {
@@ -159,6 +159,7 @@ func TestServeChatLabels(t *testing.T) {
 	for _, tr := range []gloadpb.Transport{gloadpb.Transport_TRANSPORT_GRPC, gloadpb.Transport_TRANSPORT_SHM} {
 		for _, pol := range []*gloadpb.BatchPolicy{
 			{Policy: "bucketed", BatchSize: 8, PadMultiple: 64, Remainder: "keep"},
+			{Policy: "tokens", TokenBudget: 16384, PadMultiple: 64, Remainder: "keep"},
 			{Policy: "packed", BatchSize: 2, SeqLen: 8192, Remainder: "keep"},
 		} {
 			t.Run(tr.String()+"/"+pol.Policy, func(t *testing.T) {
