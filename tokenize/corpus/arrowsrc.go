@@ -30,7 +30,14 @@ type arrowReader struct {
 
 // newArrowReader reads the schema of the Arrow data in fh (size bytes),
 // read through rd, which must start at the beginning of fh.
-func newArrowReader(fh *os.File, rd io.Reader, size int64) (*arrowReader, error) {
+func newArrowReader(fh *os.File, rd io.Reader, size int64) (ar *arrowReader, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			// The framer checks what drives allocations; anything else
+			// arrow-go trips over in a corrupt schema is an error too.
+			ar, err = nil, fmt.Errorf("corrupt arrow schema: %v", p)
+		}
+	}()
 	head := make([]byte, arrowFileHeader)
 	n, err := io.ReadFull(fh, head)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
