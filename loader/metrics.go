@@ -37,7 +37,7 @@ type metrics struct {
 	bufferBytes prometheus.Gauge
 }
 
-func newMetrics(maxClients int) *metrics {
+func newMetrics(maxClients int, version string) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	ds := []string{"dataset"}
 	dc := []string{"dataset", "client"}
@@ -91,7 +91,11 @@ func newMetrics(maxClients int) *metrics {
 	})
 	m.reg.MustRegister(m.mixRows, m.mixTokens, m.batches, m.bytes, m.streams, m.streamErrors, m.planSeconds, m.planCache,
 		m.queueDepth, m.waitSeconds, m.stepSeconds, m.waitShare, m.authRefused, m.limitRefused, m.bufferBytes,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gload_build_info", Help: "Always 1; the version label is the server's (gload --version).",
+			ConstLabels: prometheus.Labels{"version": version},
+		}, func() float64 { return 1 }))
 	m.labels = newClientLabels(maxClients, func(client string) {
 		l := prometheus.Labels{"client": client}
 		m.queueDepth.DeletePartialMatch(l)

@@ -100,7 +100,7 @@ func NewServer(cfg Config) (*Server, error) {
 		datasets: map[string]*served{},
 		names:    sortedNames(cfg.Datasets),
 		pool:     &bufPool{},
-		metrics:  newMetrics(cfg.MaxClientLabels),
+		metrics:  newMetrics(cfg.MaxClientLabels, cfg.Version),
 		now:      time.Now,
 	}
 	s.clients = newClientTable(func() time.Time { return s.now() })

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/gload/gload/internal/version"
 	"github.com/spf13/cobra"
 )
 
@@ -68,10 +69,16 @@ func newRootCmdProfiled(stdin io.Reader, stdout, stderr io.Writer) (*cobra.Comma
   gload tokenize   turn corpora (JSONL, text, Parquet, HF datasets) into a memory-mapped Arrow dataset
   gload inspect    show what a dataset holds
   gload merge      join the parts of gload tokenize --task I/N into one dataset
-  gload index      check a dataset's shards against its index (content hashes) and rewrite the index`,
+  gload index      check a dataset's shards against its index (content hashes) and rewrite the index
+  gload serve      serve length-bucketed batches of datasets to training loops (gRPC or shared memory)
+  gload watch      show whether the GPUs starve: NVML utilisation beside the clients' data waits
+  gload bench      measure feeding: how fast gload serves, and whether a training command starves
+  gload sync       copy a dataset between object storage and a local directory, verified`,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("gload {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newEncodeCmd(g), newTokenizeCmd(g), newInspectCmd(g), newIndexCmd(g), newMergeCmd(g), newServeCmd(g), newWatchCmd(g), newBenchCmd(g), newSyncCmd(g))
 	prof := &profileOptions{}

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/gload/gload/internal/version"
 	"net"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -120,12 +120,7 @@ func parseDatasets(flags []string) (map[string]string, error) {
 	return out, nil
 }
 
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func buildVersion() string { return version.String() }
 
 func (o *serveOptions) run(ctx context.Context) error {
 	if ctx == nil {

@@ -20,9 +20,8 @@ from .errors import (
     StreamError,
     Unauthenticated,
 )
+from ._version import __version__
 from .loader import Loader
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Loader",
