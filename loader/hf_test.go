@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gload/gload/internal/fixtures"
 	"github.com/gload/gload/loader"
 	"github.com/gload/gload/proto/gloadpb"
 )
@@ -75,18 +76,7 @@ func TestHuggingFaceFixture(t *testing.T) {
 
 func findPython(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{os.Getenv("GLOAD_PYTHON"), filepath.Join("..", ".venv", "bin", "python")} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			if exec.Command(p, "-c", "import datasets").Run() == nil {
-				return p
-			}
-		}
-	}
-	t.Skip("no Python with the datasets package: set GLOAD_PYTHON or create /work/main/.venv (scripts/setup.sh)")
-	return ""
+	return fixtures.Python(t, "datasets")
 }
 
 // TestHuggingFaceWritten has the venv's datasets package write a fresh

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gload/gload/internal/fixtures"
 )
 
 // testRow is one row of a synthetic dataset.
@@ -127,17 +129,10 @@ func equalInt32(a, b []int32) bool {
 
 func head(v []int32) []int32 { return v[:min(len(v), 8)] }
 
-// pythonPath returns $GLOAD_PYTHON or skips the test.
+// pythonPath returns the project's Python with datasets and pyarrow (fixtures.Python), or skips the test.
 func pythonPath(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("GLOAD_PYTHON")
-	if py == "" {
-		t.Skip("GLOAD_PYTHON not set: skipping the Hugging Face check (set it to a python with datasets and pyarrow, e.g. /work/main/.venv/bin/python)")
-	}
-	if _, err := os.Stat(py); err != nil {
-		t.Skipf("GLOAD_PYTHON=%s: %v", py, err)
-	}
-	return py
+	return fixtures.Python(t, "datasets", "pyarrow")
 }
 
 // pythonPaths returns GLOAD_PYTHON and, when set, GLOAD_PYTHON_OLDEST (a
