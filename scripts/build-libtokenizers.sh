@@ -16,6 +16,8 @@ rm -rf "$work"
 mkdir -p "$work" "$out"
 cp -r "$src"/. "$work"/
 chmod -R u+w "$work"
+echo "libtokenizers: cargo build --release of the Rust tokenizers core (about 5 minutes on 2 cores, quiet) ..."
+t0=$SECONDS
 (cd "$work" && cargo build --release --locked --quiet)
 cp "$work/target/release/libtokenizers.a" "$out/libtokenizers.a"
-echo "libtokenizers: built $out/libtokenizers.a"
+echo "libtokenizers: built $out/libtokenizers.a in $((SECONDS - t0)) s"

@@ -22,7 +22,7 @@ bin/gload serve --dataset udhr="$out" --log-level warn &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-PYTHONPATH=pyclient .venv/bin/python - <<'PY'
+.venv/bin/python - <<'PY'
 from gload import Loader
 with Loader(None, "udhr", batch_size=8, pad_multiple=64, transport="shm", seed=0) as loader:
     print("shapes this epoch (rows, length):", loader.shapes())

@@ -12,26 +12,44 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: $1 is required but not installed" >&2; exit 1; }; }
+# step NAME CMD...: runs a long set-up step with a line before and after it (with the time it took).
+step() {
+	local name=$1 t0=$SECONDS
+	shift
+	echo "setup: $name ..."
+	"$@"
+	echo "setup: $name done in $((SECONDS - t0)) s"
+}
 need go
 need python3
-go mod download
+step "go mod download" go mod download
 if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import pyarrow, datasets, tokenizers, numpy, pytest, grpc, google.protobuf' 2>/dev/null; then
 	python3 -m venv .venv
-	.venv/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements.txt
+	step "pip install .ci/requirements.txt into .venv (about 250 MB from PyPI)" \
+		.venv/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements.txt
+fi
+# The Python client itself, editable, so that .venv/bin/python -c "import gload" works from anywhere. The compat
+# mode puts pyclient on sys.path (a .pth file), so that a directory named gload in the working directory (a checkout
+# cloned as ./gload) cannot shadow it as a namespace package.
+if ! .venv/bin/python -c 'import gload, os, sys; sys.exit(os.path.dirname(gload.__file__ or "") != os.path.abspath("pyclient/gload"))' 2>/dev/null; then
+	step "pip install -e pyclient into .venv" \
+		.venv/bin/pip install --quiet --disable-pip-version-check --no-deps -e pyclient --config-settings editable_mode=compat
 fi
 if [[ ${SETUP_TEST:-0} == 1 ]]; then
 	# The Python client's suite also runs against the oldest supported grpcio/protobuf/numpy (make test-py), with
 	# Debian's CPU torch 1.13 (the oldest torch supported): a few hundred MB from apt instead of PyPI's CUDA wheels.
 	if ! /usr/bin/python3 -c 'import torch, ensurepip' 2>/dev/null; then
 		if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-			apt-get update -qq
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-venv >/dev/null
+			step "apt-get update" apt-get update -qq
+			step "apt-get install python3-torch python3-venv (CPU torch 1.13, a few hundred MB)" \
+				env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-venv >/dev/null
 		else
 			echo "setup: no torch for /usr/bin/python3 (apt-get install python3-torch python3-venv); torch tests will skip" >&2
 		fi
 	fi
 	if [[ ! -x .venv-oldest/bin/python ]]; then
 		/usr/bin/python3 -m venv --system-site-packages .venv-oldest
+<<<<<<< HEAD
 	fi
 	if ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest, datasets, transformers, accelerate, torchdata' 2>/dev/null; then
 		echo "setup: installing .venv-oldest (.ci/requirements-oldest*.txt: grpcio, protobuf, numpy, datasets, transformers, accelerate, torchdata)"
@@ -51,10 +69,14 @@ if [[ ${SETUP_TEST:-0} == 1 ]]; then
 		GOBIN="$PWD/bin" go install -ldflags='-s -w' "github.com/versity/versitygw/cmd/versitygw@$vgw_version"
 		echo "$vgw_version" >bin/.versitygw-version
 		echo "setup: versitygw built in $((SECONDS - t0)) s"
+=======
+		step "pip install .ci/requirements-oldest.txt into .venv-oldest" \
+			.venv-oldest/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-oldest.txt
+>>>>>>> cc47d92 (Newcomer set-up: timed progress lines for long set-up steps, gload installed editable (compat: no namespace shadowing) into .venv, pytest -rs and required torch/DDP groups in CI, torch-missing error for device=, inspect refuses another tokenizer's hash and lists columns, tokenize summary with tokenizer load and process time, --append-eos without a config says what to do, pyclient/build ignored, arrow_json_stdlib tag)
 	fi
 fi
 if [[ ${SETUP_HF:-0} == 1 ]]; then
 	need cargo
-	scripts/build-libtokenizers.sh
+	scripts/build-libtokenizers.sh # says itself what it does and how long it takes
 fi
 echo "setup: ready"

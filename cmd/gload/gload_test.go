@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gload/gload/internal/version"
 	"github.com/gload/gload/loader/dataset"
 )
 
@@ -31,11 +32,23 @@ func gload(t *testing.T, stdin string, args ...string) (string, string, int) {
 }
 
 func TestHelpOnEveryCommand(t *testing.T) {
-	for _, cmd := range [][]string{{"--help"}, {"encode", "--help"}, {"tokenize", "--help"}, {"inspect", "--help"}} {
+	for _, cmd := range [][]string{{"--help"}, {"encode", "--help"}, {"tokenize", "--help"}, {"inspect", "--help"},
+		{"serve", "--help"}, {"watch", "--help"}, {"bench", "--help"}} {
 		out, _, code := gload(t, "", cmd...)
 		if code != 0 || !strings.Contains(out, "Usage:") {
 			t.Errorf("%v: exit %d, output %q", cmd, code, out)
 		}
+	}
+	// The root's overview names every subcommand.
+	out, _, _ := gload(t, "", "--help")
+	for _, sub := range []string{"encode", "tokenize", "inspect", "serve", "watch", "bench"} {
+		if !strings.Contains(out, "gload "+sub+" ") {
+			t.Errorf("root --help does not describe %s:\n%s", sub, out)
+		}
+	}
+	out, _, code := gload(t, "", "--version")
+	if code != 0 || !strings.HasPrefix(out, "gload "+version.Release()) {
+		t.Errorf("--version: exit %d, %q", code, out)
 	}
 }
 
@@ -79,10 +92,25 @@ func TestTokenizeInspect(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("inspect: exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"rows        266", "length histogram", "data-00000-of-00001.arrow", "<|eos|>"} {
+	for _, want := range []string{"rows        266", "columns     input_ids, src", "length histogram", "data-00000-of-00001.arrow", "<|eos|>"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, stdout)
 		}
+	}
+	// Another tokenizer (its hash differs) is refused for --decode, unless --any-tokenizer.
+	data, err := os.ReadFile(exampleTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "other.json")
+	os.WriteFile(other, []byte(strings.Replace(string(data), "<|eos|>", "<|end|>", -1)), 0o644)
+	_, errOut, code = gload(t, "", "inspect", out, "--decode", "0", "--tokenizer", other)
+	if code != 1 || !strings.Contains(errOut, "was written by tokenizer") || !strings.Contains(errOut, "--any-tokenizer") {
+		t.Errorf("wrong tokenizer: exit %d, stderr %q", code, errOut)
+	}
+	stdout, errOut, code = gload(t, "", "inspect", out, "--decode", "0", "--tokenizer", other, "--any-tokenizer")
+	if code != 0 || !strings.Contains(errOut, "warning") || !strings.Contains(stdout, "<|end|>") {
+		t.Errorf("--any-tokenizer: exit %d, stderr %q", code, errOut)
 	}
 	_, errOut, code = gload(t, "", "tokenize", "--quiet", "--tokenizer", exampleTokenizer, "--out", out, exampleCorpus)
 	if code != 1 || !strings.Contains(errOut, "--overwrite") {

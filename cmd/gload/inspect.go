@@ -28,6 +28,7 @@ type inspectOptions struct {
 	epoch     int
 	world     int
 	policy    gloadpb.BatchPolicy
+	anyTok    bool
 }
 
 func newInspectCmd(g *globalOptions) *cobra.Command {
@@ -37,7 +38,8 @@ func newInspectCmd(g *globalOptions) *cobra.Command {
 		Short: "Show what a dataset holds: samples, tokens, length histogram, shards, tokenizer",
 		Long: `Opens a dataset directory (written by gload tokenize or by Hugging Face save_to_disk) and prints its row and
 token counts, a histogram of row lengths, its shards and the hash of the tokenizer that wrote it. --decode N
-prints row N as ids and, with --tokenizer, as text.`,
+prints row N as ids and, with --tokenizer, as text; a tokenizer whose hash is not the one recorded in the dataset is
+refused (its text would be garbage) unless --any-tokenizer.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.OutOrStdout(), args[0])
@@ -60,6 +62,7 @@ prints row N as ids and, with --tokenizer, as text.`,
 	f.Uint32Var(&o.policy.SeqLen, "seq-len", 0, "--plan: packed row length")
 	f.Uint32Var(&o.policy.PadMultiple, "pad-multiple", 0, "--plan: pad lengths to a multiple of this (0: 64)")
 	f.Uint32Var(&o.policy.MaxLength, "max-length", 0, "--plan: truncate rows to this length")
+	cmd.Flags().BoolVar(&o.anyTok, "any-tokenizer", false, "decode with --tokenizer even when its hash is not the one that wrote the dataset")
 	return cmd
 }
 
@@ -101,6 +104,11 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 	if n := ds.ShardsVerified(); n > 0 {
 		fmt.Fprintf(w, "verified    %d of %d shards hashed against the index\n", n, len(ds.Shards()))
 	}
+	if cols := ds.Columns(); len(cols) > 0 {
+		fmt.Fprintf(w, "columns     input_ids, %s\n", strings.Join(cols, ", "))
+	} else {
+		fmt.Fprintf(w, "columns     input_ids (no kept columns)\n")
+	}
 	if h := ds.TokenizerHash(); h != "" {
 		fmt.Fprintf(w, "tokenizer   %s\n", h)
 	} else {
@@ -123,7 +131,12 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 			return err
 		}
 		if h := ds.TokenizerHash(); h != "" && h != eng.Hash() {
-			fmt.Fprintf(w, "warning: %s is not the tokenizer that wrote this dataset (hash %s)\n", o.tokenizer, eng.Hash())
+			if !o.anyTok {
+				return fmt.Errorf("--tokenizer %s has hash %s, but %s was written by tokenizer %s: its text would be wrong "+
+					"(pass the tokenizer that wrote it, or --any-tokenizer to decode anyway)", o.tokenizer, eng.Hash(), dir, h)
+			}
+			fmt.Fprintf(o.g.stderr, "gload: warning: --tokenizer %s (hash %s) is not the tokenizer that wrote %s (%s): the text below is likely wrong\n",
+				o.tokenizer, eng.Hash(), dir, h)
 		}
 	}
 	for _, n := range o.decode {

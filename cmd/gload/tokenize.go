@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -97,7 +100,7 @@ ends byte-identical to an uninterrupted run.`,
 	f.StringVar(&o.task, "task", "", "I/N: write only task I's share of the input files (of N tasks) as a part for gload merge; "+
 		"$SLURM_ARRAY_TASK_ID and $JOB_COMPLETION_INDEX work for I")
 	f.BoolVar(&o.strict, "strict", false, "stop at the first bad document (exit 1) instead of skipping it")
-	f.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress output on stderr (the summary still goes to stdout)")
 	f.StringVar(&o.memoryLimit, "memory-limit", "768MiB", "soft limit for the Go heap (GC works harder near it); 0 or $GOMEMLIMIT to leave as is")
 	f.StringVar(&o.stage, "stage", "", "with --out s3://…: local directory the run writes before each shard is uploaded (default: under the user cache dir)")
 	o.s3.add(f)
@@ -131,10 +134,12 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 			debug.SetGCPercent(400)
 		}
 	}
+	loadStart := time.Now()
 	eng, err := tokenize.LoadEngine(o.engine, o.tokenizer, tokenize.Options{SplitSpecialTokens: o.splitSpecial})
 	if err != nil {
 		return err
 	}
+	times := runTimes{load: time.Since(loadStart)}
 	log := o.g.logger()
 	if t, ok := eng.(*tokenize.Tokenizer); ok {
 		for _, w := range t.Warnings() {
@@ -208,11 +213,21 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 		}
 		sum.Out = o.out
 	}
-	printSummary(cmd.OutOrStdout(), sum)
+	times.process = time.Since(processStart)
+	printSummary(cmd.OutOrStdout(), sum, times)
 	return nil
 }
 
-func printSummary(w io.Writer, s pipeline.Summary) {
+// processStart is when the process started (near enough: package initialisation).
+var processStart = time.Now()
+
+// runTimes are the parts of a tokenize run outside the pipeline's wall time.
+type runTimes struct {
+	load    time.Duration // loading the tokenizer
+	process time.Duration // the whole process, start to summary
+}
+
+func printSummary(w io.Writer, s pipeline.Summary, t runTimes) {
 	secs := s.Wall.Seconds()
 	fmt.Fprintf(w, "dataset    %s\n", s.Out)
 	fmt.Fprintf(w, "documents  %d read, %d rows written, %d skipped\n", s.Documents, s.Rows, s.SkippedTotal())
@@ -235,13 +250,13 @@ func printSummary(w io.Writer, s pipeline.Summary) {
 		fmt.Fprintf(w, "trained    %d tokens (%.1f%%) carry labels\n", s.TrainedTokens, 100*float64(s.TrainedTokens)/float64(max(s.Tokens, 1)))
 	}
 	fmt.Fprintf(w, "shards     %d\n", s.Shards)
-	fmt.Fprintf(w, "wall time  %s", s.Wall.Round(1e6))
+	fmt.Fprintf(w, "wall time  %s tokenizing", s.Wall.Round(1e6))
 	if s.Resumed {
 		fmt.Fprintf(w, " (this run, resumed)")
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "; tokenizer load %s; process %s in all\n", t.load.Round(1e6), t.process.Round(1e6))
 	if secs > 0 {
-		fmt.Fprintf(w, "throughput %.2f MB/s of text, %.0f docs/s, %.2fM tokens/s\n",
+		fmt.Fprintf(w, "throughput %.2f MB/s of text, %.0f docs/s, %.2fM tokens/s (over the tokenizing wall time)\n",
 			float64(s.InputBytes)/secs/1e6, float64(s.Documents)/secs, float64(s.Tokens)/secs/1e6)
 	}
 	st := s.Stages
@@ -259,8 +274,12 @@ func eosID(eng tokenize.Engine, tokenizerPath, token string) (int32, error) {
 		if os.IsNotExist(err) {
 			data, err = tokenize.ReadFile(cfg + ".gz")
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("--append-eos needs the EOS token: pass --eos-token TOKEN, or put the tokenizer's "+
+				"tokenizer_config.json (its eos_token) beside %s (looked for %s and %s.gz)", tokenizerPath, cfg, cfg)
+		}
 		if err != nil {
-			return 0, fmt.Errorf("--append-eos: no --eos-token given and no readable %s: %w", cfg, err)
+			return 0, fmt.Errorf("--append-eos: read %s: %w", cfg, err)
 		}
 		var c struct {
 			EOS json.RawMessage `json:"eos_token"`

@@ -8,6 +8,7 @@ import os
 import queue
 import threading
 import socket
+import sys
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -257,6 +258,11 @@ class Loader(_Base):
         if device is None:
             return None
         if self.return_tensors != "pt":
+            if torch is None:
+                raise ValueError(
+                    f"device={device!r} needs torch, which is not importable in this Python ({sys.executable}); "
+                    "install torch, or leave device unset to get numpy arrays"
+                )
             raise ValueError("device needs torch tensors (return_tensors='pt')")
         return torch.device(device)
 

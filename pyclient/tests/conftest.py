@@ -2,6 +2,10 @@
 unix sockets in temporary directories.
 
 The binary is $GLOAD_BIN, else built with ``go build`` from the repository root into the session's temp dir.
+
+$GLOAD_REQUIRE_GROUPS (comma-separated: ``torch``, ``ddp``, i.e. test_torch.py, test_ddp.py) names the test files that
+must run: a session where every test of a required file skipped (torch missing, say) fails, naming the group and the
+skip reason. ``make test`` requires both in CI (CI=true) for the stack that has torch.
 """
 
 from __future__ import annotations
@@ -200,3 +204,41 @@ def rows_of(batches) -> List[int]:
         idx = b["index"]
         out.extend(int(i) for i in (idx.tolist() if hasattr(idx, "tolist") else idx))
     return out
+
+
+# -- required groups: a whole group skipping fails the session -----------------------------------------------------
+
+_REQUIRED = [g for g in os.environ.get("GLOAD_REQUIRE_GROUPS", "").split(",") if g]
+_ran: Dict[str, int] = {}
+_skip_reasons: Dict[str, str] = {}
+
+
+def _group_of(nodeid: str) -> Optional[str]:
+    name = Path(nodeid.split("::")[0]).stem
+    return name[len("test_"):] if name.startswith("test_") else None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    group = _group_of(report.nodeid)
+    if group is None:
+        return
+    if (report.when == "call" and report.passed) or report.failed:
+        _ran[group] = _ran.get(group, 0) + 1
+    elif report.skipped and group not in _skip_reasons:
+        _skip_reasons[group] = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    group = _group_of(report.nodeid) if report.nodeid else None
+    if group is not None and report.skipped and group not in _skip_reasons:
+        _skip_reasons[group] = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    missing = [g for g in _REQUIRED if not _ran.get(g)]
+    if not missing or exitstatus not in (0, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return
+    for g in missing:
+        print(f"\nFAIL: required test group {g!r} (test_{g}.py) did not run: "
+              f"{_skip_reasons.get(g, 'no test of it was collected')}", file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
