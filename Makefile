@@ -65,7 +65,7 @@ test-race:
 # in CI (CI=true) the torch and DDP groups must run in .venv-oldest: a whole group skipping fails the run.
 PYTEST    := -m pytest -q -rs -p no:cacheprovider tests
 test-py: build
-	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) $(abspath $(PYTHON)) $(PYTEST)
+	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),ray_tokenize) $(abspath $(PYTHON)) $(PYTEST)
 	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),torch$(comma)ddp) $(abspath .venv-oldest/bin/python) $(PYTEST)
 
 bench:
