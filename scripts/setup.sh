@@ -49,7 +49,6 @@ if [[ ${SETUP_TEST:-0} == 1 ]]; then
 	fi
 	if [[ ! -x .venv-oldest/bin/python ]]; then
 		/usr/bin/python3 -m venv --system-site-packages .venv-oldest
-<<<<<<< HEAD
 	fi
 	if ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest, datasets, transformers, accelerate, torchdata' 2>/dev/null; then
 		echo "setup: installing .venv-oldest (.ci/requirements-oldest*.txt: grpcio, protobuf, numpy, datasets, transformers, accelerate, torchdata)"
@@ -69,10 +68,6 @@ if [[ ${SETUP_TEST:-0} == 1 ]]; then
 		GOBIN="$PWD/bin" go install -ldflags='-s -w' "github.com/versity/versitygw/cmd/versitygw@$vgw_version"
 		echo "$vgw_version" >bin/.versitygw-version
 		echo "setup: versitygw built in $((SECONDS - t0)) s"
-=======
-		step "pip install .ci/requirements-oldest.txt into .venv-oldest" \
-			.venv-oldest/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-oldest.txt
->>>>>>> cc47d92 (Newcomer set-up: timed progress lines for long set-up steps, gload installed editable (compat: no namespace shadowing) into .venv, pytest -rs and required torch/DDP groups in CI, torch-missing error for device=, inspect refuses another tokenizer's hash and lists columns, tokenize summary with tokenizer load and process time, --append-eos without a config says what to do, pyclient/build ignored, arrow_json_stdlib tag)
 	fi
 fi
 if [[ ${SETUP_HF:-0} == 1 ]]; then
