@@ -180,7 +180,7 @@ func Feed(ctx context.Context, opts FeedOptions) ([]FeedResult, error) {
 					progress(o.Progress, "%s × %d: skipped (%s)\n", tr, n, r.Skipped)
 					continue
 				}
-				return out, fmt.Errorf("feed %s with %d clients: %w", tr, n, err)
+				return out, fmt.Errorf("feed %s with %s: %w", tr, nClients(n), err)
 			}
 			r.Capacity = capRun
 			progress(o.Progress, "%s × %d: %.0f batches/s, %.3g tokens/s, %.2f GB/s, next p50 %s p99 %s\n",
@@ -188,7 +188,7 @@ func Feed(ctx context.Context, opts FeedOptions) ([]FeedResult, error) {
 			if o.Consume > 0 {
 				run, err := feedRun(ctx, o, tr, n, o.Consume)
 				if err != nil {
-					return out, fmt.Errorf("feed %s with %d clients, %s steps: %w", tr, n, o.Consume, err)
+					return out, fmt.Errorf("feed %s with %s, %s steps: %w", tr, nClients(n), o.Consume, err)
 				}
 				r.Consume = consumeResult(run, capRun, n, o.Consume)
 				progress(o.Progress, "%s × %d, step %s: %.0f batches/s, wait %.1f%%, headroom %.1f×\n",
@@ -456,4 +456,12 @@ func ParseTransports(s string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// nClients says "1 client", "4 clients".
+func nClients(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
 }

@@ -32,4 +32,8 @@ for p in tokenize/merge loader; do
 	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations go test -c -ldflags="-s -w" -o "build/$(basename $p).test" "./$p"
 	gzip -c "build/$(basename $p).test" > "$d/$(basename $p).test.gz"
 done
+# WHEELS=1: the Python client's test dependencies as wheels, for bench/device_pytests.sh on a machine without network.
+if [[ ${WHEELS:-0} == 1 && ! -d $d/wheels ]]; then
+	pip download -q -d "$d/wheels" --only-binary=:all: pytest grpcio protobuf numpy
+fi
 du -sh "$d"

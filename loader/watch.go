@@ -63,8 +63,7 @@ func (s *Server) newWatch() *watchState {
 		} else {
 			var err error
 			if src, err = gpuwatch.OpenNVML(); err != nil {
-				s.log.Info("no GPU visible: the watch reports client statistics only", "err", err)
-				src = gpuwatch.Unavailable(err)
+				src = gpuwatch.Unavailable(err) // the watcher logs "no gpu visible" once
 			}
 		}
 		opts := s.cfg.WatchOptions

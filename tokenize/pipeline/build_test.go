@@ -236,6 +236,11 @@ func TestBadInputSkippedAndCounted(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(strictOut, "state.json")); err == nil {
 		t.Error("strict failure left state.json")
 	}
+	// The next run into it is told that --overwrite is safe there (only gload's own files remain).
+	_, err = Run(context.Background(), Options{Inputs: []string{in}, Out: strictOut, Engine: tok})
+	if err == nil || !strings.Contains(err.Error(), "--overwrite is safe here") {
+		t.Fatalf("after a failed strict run: err = %v", err)
+	}
 }
 
 func TestOutputDirRules(t *testing.T) {

@@ -158,6 +158,10 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 			return nil, err
 		}
 	default:
+		if onlyDatasetFiles(entries) {
+			return nil, fmt.Errorf("tokenize: output %s holds an earlier run's files (an unfinished or failed run leaves its "+
+				"journal): --overwrite is safe here (it deletes only files gload wrote), --resume continues that run", o.Out)
+		}
 		return nil, fmt.Errorf("tokenize: output %s exists and is not empty (use --overwrite to replace it or --resume to continue an interrupted run)", o.Out)
 	}
 	st.j = journal{Version: journalVersion, Config: cfg}
@@ -206,6 +210,16 @@ func isDatasetFile(name string) bool {
 func onlyTempFiles(entries []os.DirEntry) bool {
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".tmp") || !isDatasetFile(e.Name()) {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyDatasetFiles reports whether every entry is a file gload writes.
+func onlyDatasetFiles(entries []os.DirEntry) bool {
+	for _, e := range entries {
+		if e.IsDir() || !isDatasetFile(e.Name()) {
 			return false
 		}
 	}
