@@ -32,5 +32,7 @@ with Loader(None, "udhr", batch_size=8, pad_multiple=64, transport="shm", seed=0
         if step < 3:
             print(f"batch {step}: input_ids {tuple(batch['input_ids'].shape)}, rows {[int(i) for i in batch['index'][:4]]}...")
     print(f"one epoch: {step + 1} batches, {rows} rows; resume state {loader.state_dict()}")
+    print("(this loop has no training step, so nearly all of its time is spent waiting for the next batch: the report's")
+    print(" data-wait share below is that of a loop doing nothing else; in a training loop it is the step's idle share)")
     print(loader.report())
 PY
