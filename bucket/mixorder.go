@@ -159,3 +159,125 @@ func (p *Plan) packWindows(lengths []uint32, s int64) []int {
 	}
 	return out
 }
+
+// buildMixSingle plans bucketed and tokens batches that each hold rows of
+// one source (MixConfig.SingleSourceBatches):
+//
+//  1. each source's slots, in slot order, are cut into mega-batches of its
+//     own (bucketed: M×B rows; tokens: as in buildGrouped), sorted by
+//     delivered length descending (ties in slot order) and cut into batches
+//     as buildGrouped does (only a source's last batch of the epoch may be
+//     short);
+//  2. the sources' batches are interleaved by smooth weighted round-robin
+//     over their batch counts, each source's batches in their order, so any
+//     run of W batches holds each source's share of batches to within two.
+func (p *Plan) buildMixSingle(lengths []uint32) error {
+	c := p.cfg
+	n := len(lengths)
+	p.lengths = lengths
+	if c.Policy == Tokens {
+		if err := p.checkBudget(lengths); err != nil {
+			return err
+		}
+	}
+	sources := 0
+	for _, s := range p.mixSrc {
+		sources = max(sources, int(s)+1)
+	}
+	slots := make([][]int32, sources)
+	for i, s := range p.mixSrc {
+		slots[s] = append(slots[s], int32(i))
+	}
+	type batch struct{ lo, hi, l int }
+	var rows []int32 // rows of every source's batches, source after source
+	per := make([][]batch, sources)
+	budget := int64(c.TokenBudget)
+	megaTokens := int64(c.MegaBatchMult) * budget
+	megaRows := int64(c.MegaBatchMult) * int64(c.BatchSize)
+	var keys, tk []uint32
+	var tr []int32
+	for s, list := range slots {
+		for start := 0; start < len(list); {
+			end := 0
+			if c.Policy == Bucketed {
+				end = start + int(min(megaRows, int64(len(list)-start)))
+			} else {
+				sum := p.pd.pad(p.pd.eff(lengths[list[start]]))
+				end = start + 1
+				for end < len(list) {
+					v := p.pd.pad(p.pd.eff(lengths[list[end]]))
+					if sum+v > megaTokens {
+						break
+					}
+					sum += v
+					end++
+				}
+			}
+			mega := list[start:end]
+			m := len(mega)
+			if cap(keys) < m {
+				keys, tk, tr = make([]uint32, m), make([]uint32, m), make([]int32, m)
+			}
+			keys = keys[:m]
+			for k, r := range mega {
+				keys[k] = uint32(p.pd.eff(lengths[r]))
+			}
+			sortDesc(keys, mega, tk, tr)
+			for at := 0; at < m; {
+				l := p.pd.pad(int64(keys[at]))
+				cnt := c.BatchSize
+				if c.Policy == Tokens {
+					cnt = int(budget / l)
+					if c.BatchSize > 0 {
+						cnt = min(cnt, c.BatchSize)
+					}
+				}
+				cnt = min(cnt, m-at)
+				lo := len(rows)
+				rows = append(rows, mega[at:at+cnt]...)
+				per[s] = append(per[s], batch{lo, len(rows), int(l)})
+				p.stats.PaddedTokens += int64(cnt) * l
+				at += cnt
+			}
+			start = end
+		}
+	}
+	total := 0
+	for _, b := range per {
+		total += len(b)
+	}
+	credit := make([]int64, sources)
+	next := make([]int, sources)
+	p.rows = make([]int32, 0, n)
+	p.boff = make([]int32, 0, total+1)
+	p.blen = make([]int, 0, total)
+	for range total {
+		best := -1
+		for s := range per {
+			if len(per[s]) == 0 {
+				continue
+			}
+			credit[s] += int64(len(per[s]))
+			if best < 0 || credit[s] > credit[best] {
+				best = s
+			}
+		}
+		credit[best] -= int64(total)
+		b := per[best][next[best]]
+		next[best]++
+		p.boff = append(p.boff, int32(len(p.rows)))
+		p.blen = append(p.blen, b.l)
+		p.rows = append(p.rows, rows[b.lo:b.hi]...)
+	}
+	p.boff = append(p.boff, int32(len(p.rows)))
+	p.nbatch = total
+	for _, l := range lengths {
+		p.stats.RealTokens += p.pd.eff(l)
+	}
+	p.seq = make([]int32, p.nbatch)
+	for i := range p.seq {
+		p.seq[i] = int32(i)
+	}
+	p.warmup()
+	return nil
+}

@@ -75,6 +75,10 @@ type MixConfig struct {
 	// EpochUntil names a source: the epoch ends when that source has been
 	// seen exactly once (its weight sets the epoch's length).
 	EpochUntil string
+	// SingleSourceBatches (bucketed and tokens) makes every batch hold rows
+	// of one source; batches, not rows, are then interleaved at the
+	// sources' shares (see buildMixSingle).
+	SingleSourceBatches bool
 }
 
 // SourceShare is what one source contributes to a mixture epoch.
@@ -122,7 +126,7 @@ func NewMixture(sources []Source, seed uint64, epoch int, cfg Config, mc MixConf
 	if c.Sequential {
 		return nil, cfgErr("sequential", "not used by mixtures (rows come in mixture order)")
 	}
-	w, until, err := checkMix(sources, mc)
+	w, until, err := checkMix(sources, mc, c)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +227,7 @@ func NewMixture(sources []Source, seed uint64, epoch int, cfg Config, mc MixConf
 		m.shares[i].Rows = counts[i]
 		m.shares[i].Start = base[i]
 	}
-	m.plan, err = newPlan(lengths, m.fingerprint, seed, epoch, c, m.src)
+	m.plan, err = newMixPlan(lengths, m.fingerprint, seed, epoch, c, m.src, mc.SingleSourceBatches)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +236,7 @@ func NewMixture(sources []Source, seed uint64, epoch int, cfg Config, mc MixConf
 
 // checkMix validates sources and mc and returns the normalised weights and
 // the index of EpochUntil's source (-1 when unset).
-func checkMix(sources []Source, mc MixConfig) ([]float64, int, error) {
+func checkMix(sources []Source, mc MixConfig, cfg Config) ([]float64, int, error) {
 	if len(sources) == 0 {
 		return nil, -1, cfgErr("mixture", "has no sources")
 	}
@@ -249,6 +253,9 @@ func checkMix(sources []Source, mc MixConfig) ([]float64, int, error) {
 	}
 	if mc.EpochTokens < 0 {
 		return nil, -1, cfgErr("epoch_tokens", "must be >= 0, got %d", mc.EpochTokens)
+	}
+	if mc.SingleSourceBatches && cfg.Policy == Packed {
+		return nil, -1, cfgErr("single_source_batches", "not offered for packed batches yet (bucketed and tokens only)")
 	}
 	if mc.MixBy == MixTokens && mc.EpochSamples > 0 {
 		return nil, -1, cfgErr("epoch_samples", "measures rows: with mix_by=tokens give epoch_tokens")
@@ -454,6 +461,9 @@ func mixFingerprint(sources []Source, w []float64, until int, mc MixConfig) stri
 	putU(uint64(mc.EpochSamples))
 	putU(uint64(mc.EpochTokens))
 	putU(uint64(int64(until)))
+	if mc.SingleSourceBatches {
+		putS("single-source-batches") // absent otherwise, so older fingerprints stay
+	}
 	putU(uint64(len(sources)))
 	for i, s := range sources {
 		putS(s.Fingerprint)
@@ -516,7 +526,7 @@ func (s *sourceStream) length(u int64) uint32 { return s.lengths[s.at(u)] }
 // MixtureFingerprint is what [Mixture.Fingerprint] will be for these
 // sources and mc, without planning (it reads no lengths but their count).
 func MixtureFingerprint(sources []Source, mc MixConfig) (string, error) {
-	w, until, err := checkMix(sources, mc)
+	w, until, err := checkMix(sources, mc, Config{})
 	if err != nil {
 		return "", err
 	}

@@ -386,3 +386,59 @@ func (p *Plan) lengthsOfSlots(m *Mixture) []uint32 {
 	}
 	return out
 }
+
+// TestMixtureSingleSource: every batch holds rows of one source, every slot
+// is delivered once, and any run of W batches holds each source's share of
+// batches to within two.
+func TestMixtureSingleSource(t *testing.T) {
+	for _, policy := range []Policy{Bucketed, Tokens} {
+		t.Run(string(policy), func(t *testing.T) {
+			src := threeSources(0.6, 0.3, 0.1)
+			cfg := DefaultConfig()
+			cfg.Policy = policy
+			if policy == Tokens {
+				cfg.TokenBudget = 16384
+			} else {
+				cfg.BatchSize = 16
+			}
+			m := mustMix(t, src, 4, 0, cfg, MixConfig{SingleSourceBatches: true})
+			perSource := make([][3]int64, m.Len())
+			var rows int
+			var nb [3]int64
+			for g := range m.Len() {
+				b := m.Batch(g)
+				rows += b.Rows
+				for _, p := range b.Pieces {
+					if p.Source != b.Pieces[0].Source {
+						t.Fatalf("batch %d mixes sources %d and %d", g, b.Pieces[0].Source, p.Source)
+					}
+				}
+				perSource[g][b.Pieces[0].Source] = 1
+				nb[b.Pieces[0].Source]++
+			}
+			if rows != m.Stats().Rows {
+				t.Fatalf("%d rows delivered of %d", rows, m.Stats().Rows)
+			}
+			share := make([]float64, 3)
+			for s := range share {
+				share[s] = float64(nb[s]) / float64(m.Len())
+			}
+			for _, w := range []int{1, 5, 50, m.Len()} {
+				if e := maxWindowError(toSlices(perSource), share, w); e > 2 {
+					t.Errorf("window of %d batches: %.2f batches off", w, e)
+				}
+			}
+		})
+	}
+	if _, err := NewMixture(threeSources(1, 1, 1), 1, 0, Config{Policy: Packed, BatchSize: 2, SeqLen: 64}, MixConfig{SingleSourceBatches: true}); err == nil {
+		t.Fatal("single-source packed batches accepted")
+	}
+}
+
+func toSlices(a [][3]int64) [][]int64 {
+	out := make([][]int64, len(a))
+	for i := range a {
+		out[i] = a[i][:]
+	}
+	return out
+}

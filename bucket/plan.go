@@ -83,6 +83,8 @@ type Plan struct {
 	// input row: rows arrive in mixture order and are not shuffled (see
 	// mixture.go). nil for ordinary plans.
 	mixSrc []uint8
+	// mixSingle: every batch of the mixture holds rows of one source.
+	mixSingle bool
 }
 
 // NewPlan plans one epoch of a dataset whose row i holds lengths[i] tokens.
@@ -106,6 +108,11 @@ func NewPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg C
 // (mixture) order instead of being shuffled (see buildGrouped and
 // buildPacked).
 func newPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg Config, mixSrc []uint8) (*Plan, error) {
+	return newMixPlan(lengths, fingerprint, seed, epoch, cfg, mixSrc, false)
+}
+
+// newMixPlan is newPlan; single makes every batch single-source.
+func newMixPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg Config, mixSrc []uint8, single bool) (*Plan, error) {
 	c, err := cfg.normalize()
 	if err != nil {
 		return nil, err
@@ -116,7 +123,7 @@ func newPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg C
 	if len(lengths) > math.MaxInt32 {
 		return nil, fmt.Errorf("plan %d rows: %w (at most %d rows)", len(lengths), ErrTooLarge, math.MaxInt32)
 	}
-	p := &Plan{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch, mixSrc: mixSrc}
+	p := &Plan{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch, mixSrc: mixSrc, mixSingle: single && mixSrc != nil}
 	if mixSrc != nil {
 		p.cfg.WarmupShapes = false
 	}
@@ -140,6 +147,8 @@ func newPlan(lengths []uint32, fingerprint string, seed uint64, epoch int, cfg C
 	switch {
 	case c.Policy == Packed:
 		err = p.buildPacked(lengths)
+	case p.mixSingle:
+		err = p.buildMixSingle(lengths)
 	case mixSrc != nil:
 		err = p.buildMixGrouped(lengths)
 	default:

@@ -34,6 +34,8 @@ type MixtureSpec struct {
 	EpochUntil                string
 	// AllowTokenizerMismatch mixes sources whose tokenizer hashes differ.
 	AllowTokenizerMismatch bool
+	// SingleSourceBatches makes every batch hold rows of one source.
+	SingleSourceBatches bool
 }
 
 // MixtureWeight is one source of a MixtureSpec.
@@ -146,7 +148,8 @@ func (s *Server) newMixture(name string, spec MixtureSpec, field string) (*serve
 		return nil, status.Errorf(codes.InvalidArgument, "%s: mixture %q has no sources", field, name)
 	}
 	m := &mixServed{offsets: []int{0}}
-	m.mc = bucket.MixConfig{MixBy: bucket.MixBy(spec.MixBy), EpochSamples: spec.EpochSamples, EpochTokens: spec.EpochTokens, EpochUntil: spec.EpochUntil}
+	m.mc = bucket.MixConfig{MixBy: bucket.MixBy(spec.MixBy), EpochSamples: spec.EpochSamples, EpochTokens: spec.EpochTokens, EpochUntil: spec.EpochUntil,
+		SingleSourceBatches: spec.SingleSourceBatches}
 	var rows, tokens uint64
 	var maxLen uint32
 	info := &gloadpb.DatasetInfo{Name: name, MixBy: string(m.mc.MixBy)}
@@ -195,7 +198,7 @@ func mixStatus(field string, err error) error {
 		switch ce.Field {
 		case "mixture":
 			return status.Errorf(codes.InvalidArgument, "%s: %s", field, ce.Msg)
-		case "mix_by", "epoch_samples", "epoch_tokens", "epoch_until":
+		case "mix_by", "epoch_samples", "epoch_tokens", "epoch_until", "single_source_batches":
 			return status.Errorf(codes.InvalidArgument, "%s.%s: %s", field, ce.Field, ce.Msg)
 		}
 	}
@@ -206,7 +209,7 @@ func mixStatus(field string, err error) error {
 // when it lists none.
 func (s *Server) mixTarget(open *gloadpb.Open) (*served, error) {
 	if len(open.Mixture) == 0 {
-		if open.MixBy != "" || open.EpochSamples != 0 || open.EpochTokens != 0 || open.EpochUntil != "" || open.AllowTokenizerMismatch {
+		if open.MixBy != "" || open.EpochSamples != 0 || open.EpochTokens != 0 || open.EpochUntil != "" || open.AllowTokenizerMismatch || open.SingleSourceBatches {
 			if _, ok := s.mixtures[open.Dataset]; !ok {
 				return nil, status.Error(codes.InvalidArgument, "open.mix_by/epoch_*: only for mixtures (open.mixture is empty)")
 			}
@@ -215,7 +218,8 @@ func (s *Server) mixTarget(open *gloadpb.Open) (*served, error) {
 		return nil, nil
 	}
 	spec := MixtureSpec{MixBy: open.MixBy, EpochSamples: int64(min(open.EpochSamples, math.MaxInt64)),
-		EpochTokens: int64(min(open.EpochTokens, math.MaxInt64)), EpochUntil: open.EpochUntil, AllowTokenizerMismatch: open.AllowTokenizerMismatch}
+		EpochTokens: int64(min(open.EpochTokens, math.MaxInt64)), EpochUntil: open.EpochUntil, AllowTokenizerMismatch: open.AllowTokenizerMismatch,
+		SingleSourceBatches: open.SingleSourceBatches}
 	names := make([]string, 0, len(open.Mixture))
 	for _, w := range open.Mixture {
 		spec.Sources = append(spec.Sources, MixtureWeight{Dataset: w.Dataset, Weight: w.Weight})

@@ -159,6 +159,8 @@ func TestMixtureServe(t *testing.T) {
 					Mixture: []*gloadpb.MixtureSource{{Dataset: "web", Weight: 0.6}, {Dataset: "code", Weight: 0.3}, {Dataset: "math", Weight: 0.1}}}, -1, true},
 				{"token budget", &gloadpb.Open{Dataset: "pretrain", Policy: &gloadpb.BatchPolicy{Policy: "tokens", TokenBudget: 8192}}, 2, false},
 				{"packed", &gloadpb.Open{Dataset: "pretrain", Policy: &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 4, SeqLen: 1024, MegaBatchMult: 2}}, -1, false},
+				{"single-source batches", &gloadpb.Open{Dataset: "one", Policy: &gloadpb.BatchPolicy{BatchSize: 16}, SingleSourceBatches: true,
+					Mixture: []*gloadpb.MixtureSource{{Dataset: "web", Weight: 0.6}, {Dataset: "code", Weight: 0.3}, {Dataset: "math", Weight: 0.1}}}, -1, false},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					open := tc.open
@@ -200,8 +202,12 @@ func TestMixtureServe(t *testing.T) {
 						if !ok {
 							t.Fatalf("global batch %d missing", g)
 						}
+						first, _ := sourceOf(offs, b.index[0])
 						for k, v := range b.index {
 							s, row := sourceOf(offs, v)
+							if open.SingleSourceBatches && s != first {
+								t.Fatalf("batch %d mixes %s and %s", g, f.names[first], f.names[s])
+							}
 							delivered[s][row]++
 							if tc.tokens {
 								if packed {

@@ -19,7 +19,8 @@ import (
 
 // parseMixtureFlag reads one --mixture NAME=SRC:W,SRC:W[,KEY=VALUE…]. Items
 // with ':' are sources in order; items with '=' are options: mix_by,
-// epoch_samples, epoch_tokens, epoch_until, allow_tokenizer_mismatch.
+// epoch_samples, epoch_tokens, epoch_until, allow_tokenizer_mismatch,
+// single_source_batches.
 func parseMixtureFlag(f string) (string, loader.MixtureSpec, error) {
 	var spec loader.MixtureSpec
 	name, body, ok := strings.Cut(f, "=")
@@ -63,8 +64,10 @@ func setMixOption(spec *loader.MixtureSpec, k, v string) error {
 		spec.EpochUntil = v
 	case "allow_tokenizer_mismatch":
 		spec.AllowTokenizerMismatch, err = strconv.ParseBool(v)
+	case "single_source_batches":
+		spec.SingleSourceBatches, err = strconv.ParseBool(v)
 	default:
-		return fmt.Errorf("unknown option %q (want mix_by, epoch_samples, epoch_tokens, epoch_until or allow_tokenizer_mismatch)", k)
+		return fmt.Errorf("unknown option %q (want mix_by, epoch_samples, epoch_tokens, epoch_until, allow_tokenizer_mismatch or single_source_batches)", k)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", k, err)
@@ -86,6 +89,7 @@ type mixtureFile struct {
 		EpochTokens            int64  `yaml:"epoch_tokens"`
 		EpochUntil             string `yaml:"epoch_until"`
 		AllowTokenizerMismatch bool   `yaml:"allow_tokenizer_mismatch"`
+		SingleSourceBatches    bool   `yaml:"single_source_batches"`
 		Sources                []struct {
 			Dataset string   `yaml:"dataset"`
 			Weight  *float64 `yaml:"weight"`
@@ -112,7 +116,7 @@ func parseMixtureFile(path string, data []byte) (map[string]loader.MixtureSpec, 
 			return nil, fmt.Errorf("%s: name %q given twice", where, m.Name)
 		}
 		spec := loader.MixtureSpec{MixBy: m.MixBy, EpochSamples: m.EpochSamples, EpochTokens: m.EpochTokens,
-			EpochUntil: m.EpochUntil, AllowTokenizerMismatch: m.AllowTokenizerMismatch}
+			EpochUntil: m.EpochUntil, AllowTokenizerMismatch: m.AllowTokenizerMismatch, SingleSourceBatches: m.SingleSourceBatches}
 		if len(m.Sources) == 0 {
 			return nil, fmt.Errorf("%s (%s): no sources", where, m.Name)
 		}

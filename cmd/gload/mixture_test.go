@@ -18,7 +18,7 @@ func TestParseMixtureFlag(t *testing.T) {
 	}{
 		{flag: "pretrain=web:0.6,code:0.25,math:0.15", name: "pretrain", spec: loader.MixtureSpec{Sources: []loader.MixtureWeight{{Dataset: "web", Weight: 0.6}, {Dataset: "code", Weight: 0.25}, {Dataset: "math", Weight: 0.15}}}},
 		{flag: "m=web:6, code:3,mix_by=tokens,epoch_until=code", name: "m", spec: loader.MixtureSpec{Sources: []loader.MixtureWeight{{Dataset: "web", Weight: 6}, {Dataset: "code", Weight: 3}}, MixBy: "tokens", EpochUntil: "code"}},
-		{flag: "m=a:1,epoch_samples=100,allow_tokenizer_mismatch=true", name: "m", spec: loader.MixtureSpec{Sources: []loader.MixtureWeight{{Dataset: "a", Weight: 1}}, EpochSamples: 100, AllowTokenizerMismatch: true}},
+		{flag: "m=a:1,epoch_samples=100,allow_tokenizer_mismatch=true,single_source_batches=1", name: "m", spec: loader.MixtureSpec{Sources: []loader.MixtureWeight{{Dataset: "a", Weight: 1}}, EpochSamples: 100, AllowTokenizerMismatch: true, SingleSourceBatches: true}},
 		{flag: "pretrain", err: `--mixture "pretrain": want NAME=DATASET:WEIGHT,DATASET:WEIGHT,…`},
 		{flag: "m=web", err: `--mixture "m=web": item 1 "web": want DATASET:WEIGHT or KEY=VALUE`},
 		{flag: "m=web:x", err: `--mixture "m=web:x": item 1 "web:x": weight "x" is not a finite number >= 0`},
@@ -99,6 +99,9 @@ func formatMixtureFlag(name string, s loader.MixtureSpec) string {
 	}
 	if s.AllowTokenizerMismatch {
 		items = append(items, "allow_tokenizer_mismatch=true")
+	}
+	if s.SingleSourceBatches {
+		items = append(items, "single_source_batches=true")
 	}
 	return name + "=" + strings.Join(items, ",")
 }

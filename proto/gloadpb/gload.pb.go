@@ -357,6 +357,7 @@ type Open struct {
 	EpochTokens            uint64           `protobuf:"varint,53,opt,name=epoch_tokens,json=epochTokens,proto3" json:"epoch_tokens,omitempty"`                                    // mix_by=tokens: tokens of a mixture epoch (0: all sources' tokens)
 	EpochUntil             string           `protobuf:"bytes,54,opt,name=epoch_until,json=epochUntil,proto3" json:"epoch_until,omitempty"`                                        // the epoch ends when this source has been seen exactly once
 	AllowTokenizerMismatch bool             `protobuf:"varint,55,opt,name=allow_tokenizer_mismatch,json=allowTokenizerMismatch,proto3" json:"allow_tokenizer_mismatch,omitempty"` // mix sources whose tokenizer hashes differ
+	SingleSourceBatches    bool             `protobuf:"varint,56,opt,name=single_source_batches,json=singleSourceBatches,proto3" json:"single_source_batches,omitempty"`          // bucketed/tokens: every batch holds rows of one source
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
@@ -513,6 +514,13 @@ func (x *Open) GetEpochUntil() string {
 func (x *Open) GetAllowTokenizerMismatch() bool {
 	if x != nil {
 		return x.AllowTokenizerMismatch
+	}
+	return false
+}
+
+func (x *Open) GetSingleSourceBatches() bool {
+	if x != nil {
+		return x.SingleSourceBatches
 	}
 	return false
 }
@@ -2230,7 +2238,7 @@ const file_gload_proto_rawDesc = "" +
 	"policyHash\x12\x1a\n" +
 	"\bconsumed\x18\x05 \x01(\x04R\bconsumed\x12\x1d\n" +
 	"\n" +
-	"plan_world\x18\x06 \x01(\rR\tplanWorld\"\xed\x04\n" +
+	"plan_world\x18\x06 \x01(\rR\tplanWorld\"\xa1\x05\n" +
 	"\x04Open\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\rR\x04rank\x12\x1d\n" +
@@ -2253,7 +2261,8 @@ const file_gload_proto_rawDesc = "" +
 	"\fepoch_tokens\x185 \x01(\x04R\vepochTokens\x12\x1f\n" +
 	"\vepoch_until\x186 \x01(\tR\n" +
 	"epochUntil\x128\n" +
-	"\x18allow_tokenizer_mismatch\x187 \x01(\bR\x16allowTokenizerMismatch\"A\n" +
+	"\x18allow_tokenizer_mismatch\x187 \x01(\bR\x16allowTokenizerMismatch\x122\n" +
+	"\x15single_source_batches\x188 \x01(\bR\x13singleSourceBatches\"A\n" +
 	"\rMixtureSource\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\x80\x01\n" +

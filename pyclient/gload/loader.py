@@ -89,7 +89,8 @@ class Loader(_Base):
     of dataset names to weights (``{"web": 0.6, "code": 0.3, "math": 0.1}``; weights are normalised, 0 leaves a
     source out). ``mix_by`` "samples" (weights are shares of rows) or "tokens"; ``epoch_until`` (a source: the epoch
     ends when it has been seen once), ``epoch_samples`` / ``epoch_tokens`` set the mixture epoch's length;
-    ``allow_tokenizer_mismatch`` mixes datasets of different tokenizers. Batches then carry ``source`` [pieces] int64
+    ``allow_tokenizer_mismatch`` mixes datasets of different tokenizers; ``single_source_batches`` (bucketed, tokens)
+    makes every batch hold rows of one source. Batches then carry ``source`` [pieces] int64
     (the source's position in the mixture) and ``index`` is the row within that source; :meth:`source_counts` and
     :meth:`report` tell the rows and tokens handed out per source.
 
@@ -170,6 +171,7 @@ class Loader(_Base):
         epoch_samples: int = 0,
         epoch_tokens: int = 0,
         allow_tokenizer_mismatch: bool = False,
+        single_source_batches: bool = False,
     ) -> None:
         self.addr, self._target = resolve(addr)
         self._auth_token = _auth_token(auth_token)
@@ -192,7 +194,8 @@ class Loader(_Base):
                 raise ValueError(f"{name}: want an integer >= 0, got {v!r}")
         self._mix = dict(mix_by="" if mix_by == "samples" else mix_by, epoch_until=epoch_until or "",
                          epoch_samples=int(epoch_samples), epoch_tokens=int(epoch_tokens),
-                         allow_tokenizer_mismatch=bool(allow_tokenizer_mismatch))
+                         allow_tokenizer_mismatch=bool(allow_tokenizer_mismatch),
+                         single_source_batches=bool(single_source_batches))
         self.dataset = dataset
         if transport not in ("shm", "grpc"):
             raise ValueError(f"transport {transport!r}: want 'shm' or 'grpc'")

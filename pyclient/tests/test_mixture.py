@@ -103,3 +103,9 @@ def test_mixture_refused(mix_server: Server) -> None:
         gload.Loader(mix_server.addr, {"small": -1})
     with pytest.raises(gload.errors.GloadError, match="weights sum to 0"):
         _epoch(mix_server.addr, {"small": 0, "other": 0})
+
+
+def test_mixture_single_source_batches(mix_server: Server) -> None:
+    batches, _ = _epoch(mix_server.addr, dict(WEIGHTS), single_source_batches=True)
+    assert all(len(set(b["source"].tolist())) == 1 for b in batches)
+    assert {int(b["source"][0]) for b in batches} == {0, 1, 2}
