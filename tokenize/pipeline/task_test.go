@@ -1,0 +1,80 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gload/gload/tokenize/corpus"
+)
+
+// TestTaskRange: the tasks' file ranges are contiguous, cover every file once
+// and depend only on the sizes and N.
+func TestTaskRange(t *testing.T) {
+	for _, sizes := range [][]int64{{10}, {0, 0, 0}, {5, 1, 1, 1, 100, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}} {
+		files := make([]corpus.File, len(sizes))
+		for i, s := range sizes {
+			files[i].Size = s
+		}
+		for n := 1; n <= len(sizes)+2; n++ {
+			next := 0
+			for i := range n {
+				from, to := taskRange(files, i, n)
+				if from != next || to < from {
+					t.Fatalf("sizes %v, task %d/%d: [%d, %d), want it to start at %d", sizes, i, n, from, to, next)
+				}
+				next = to
+			}
+			if next != len(sizes) {
+				t.Fatalf("sizes %v, N=%d: tasks cover %d of %d files", sizes, n, next, len(sizes))
+			}
+		}
+	}
+}
+
+// TestTaskKilledResumes: a task cancelled after its first shard continues with
+// --resume and ends byte-identical to the same task run without interruption.
+func TestTaskKilledResumes(t *testing.T) {
+	tok := loadTok(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	for i := range 4 {
+		p, _ := writeCorpus(t, dir, 200+100*i)
+		os.Rename(p, filepath.Join(in, fmt.Sprintf("c%d.jsonl", i)))
+	}
+	base := Options{Inputs: []string{in}, Engine: tok, Workers: 2, ShardSize: 15000, TaskIndex: 1, TaskCount: 2}
+	ref := base
+	ref.Out = filepath.Join(dir, "ref")
+	run(t, ref)
+
+	o := base
+	o.Out = filepath.Join(dir, "killed")
+	ctx, cancel := context.WithCancel(context.Background())
+	hook := &cancelAfterShards{n: 1, cancel: cancel}
+	testHookShardClosed = hook.tick
+	defer func() { testHookShardClosed = nil }()
+	if _, err := Run(ctx, o); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted task: %v", err)
+	}
+	testHookShardClosed = nil
+	if _, err := os.Stat(filepath.Join(o.Out, TaskFile)); err == nil {
+		t.Fatal("an interrupted task wrote its task record")
+	}
+	o.Resume = true
+	run(t, o)
+	sameDirs(t, ref.Out, o.Out)
+	// Resuming as another task (or with another N) is refused.
+	o.Out, o.Resume = filepath.Join(dir, "killed2"), false
+	ctx, cancel = context.WithCancel(context.Background())
+	testHookShardClosed = (&cancelAfterShards{n: 1, cancel: cancel}).tick
+	Run(ctx, o)
+	testHookShardClosed = nil
+	o.Resume, o.TaskCount = true, 3
+	if _, err := Run(context.Background(), o); err == nil {
+		t.Fatal("resumed a task with another N")
+	}
+}
