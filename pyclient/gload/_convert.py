@@ -13,13 +13,14 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
+from . import _keys
 from ._proto import gload_pb2 as pb
 from ._ring import Ring
 from .errors import ProtocolError
 
 log = logging.getLogger("gload")
 
-IGNORE_INDEX = -100  # labels of padding (and of packed documents' first tokens): ignored by the loss
+IGNORE_INDEX = _keys.DEFAULT_IGNORE_INDEX  # labels of padding (and of packed documents' first tokens)
 
 # The buffers of a batch: (wire field, element dtype).
 _FIELDS = (("input_ids", "<i4"), ("lengths", "<i4"), ("index", "<i8"), ("position_ids", "<i4"), ("cu_seqlens", "<i4"),
@@ -58,33 +59,36 @@ class Converter:
         *,
         tensors: str,
         device: Any,
-        dtype: Any,
+        dtypes: Dict[str, np.dtype],
         labels: bool,
         position_start: int,
-        keys: Optional[Sequence[str]],
+        keys: Sequence[str],
         ring: Optional[Ring],
         layout: Optional["pb.SlotLayout"],
+        shift_labels: bool = False,
+        ignore_index: int = IGNORE_INDEX,
     ) -> None:
         self.tensors = tensors
-        self.labels = labels
+        self.labels = labels or "labels" in keys
         self.stored_labels = False  # set from Opened.labels: batches carry the dataset's SFT labels
         # Mixtures (set from Opened.source_offsets): index entry v is row v - offsets[s] of source s.
         self.source_offsets: Optional[np.ndarray] = None
         self._source_counts: Dict[int, Any] = {}  # id(batch dict) -> (rows, tokens) per source, until handed out
         self._label_counts: Dict[int, Any] = {}  # SFT: id(batch dict) -> (trained tokens, real tokens)
+        self.shift_labels = shift_labels
+        self.ignore_index = int(ignore_index)
         self.position_start = position_start
-        self.keys = None if keys is None else tuple(keys)
+        self.keys = tuple(keys)
         self.ring = ring
         self.layout = layout
         self.device = device
         self.cuda = False
-        self._np_dtype = np.dtype(dtype) if tensors == "np" else None
-        self._torch_dtype = dtype if tensors == "pt" else None
+        self._dtypes = dict(dtypes)
         self._np_aranges: Dict[int, np.ndarray] = {}
         if tensors == "pt":
             import torch
 
-            self._np_dtype = np.dtype({torch.int32: np.int32, torch.int64: np.int64}[dtype])
+            self._torch_dtypes = _keys.torch_dtypes(self._dtypes)
             if device is not None and torch.device(device).type == "cuda":
                 self.cuda = True
                 self.device = torch.device(device)
@@ -129,38 +133,51 @@ class Converter:
             return self._convert_cuda(b)
         src = self._np_sources(b)
         rows, length = b.rows, b.length
-        ids = src["input_ids"].reshape(rows, length).astype(self._np_dtype)  # the one copy
+        dt = self._dtypes
+        want = self.keys
+        ids32 = src["input_ids"].reshape(rows, length)
+        ids = ids32.astype(dt["input_ids"])  # the one copy
         lengths = src["lengths"].astype(np.int32)
         out: Dict[str, Any] = {"input_ids": ids}
         ar = self._np_aranges.get(length)
         if ar is None:
             ar = self._np_aranges[length] = np.arange(length, dtype=np.int32)[None, :]
         mask = ar < lengths[:, None]
-        out["attention_mask"] = mask.astype(self._np_dtype)
+        if "attention_mask" in want:
+            out["attention_mask"] = mask.astype(dt["attention_mask"])
         packed = b.cu_len > 0
         pos = None
         if packed:
-            pos = src["position_ids"].reshape(rows, length).astype(self._np_dtype)
+            pos = src["position_ids"].reshape(rows, length)
         if self.labels and self.stored_labels:
-            out["labels"] = src["labels"].reshape(rows, length).astype(self._np_dtype)  # -100 already where no loss
-        elif self.labels:
-            labels = np.where(mask, ids, IGNORE_INDEX).astype(self._np_dtype)
-            if pos is not None:
-                labels[pos == self.position_start] = IGNORE_INDEX
+            labels = src["labels"].reshape(rows, length).astype(dt["labels"])  # -100 already where no loss
+            if self.ignore_index != IGNORE_INDEX:
+                labels[labels == IGNORE_INDEX] = self.ignore_index
+            if self.shift_labels:
+                labels = _keys.shift_labels_np(labels, self.ignore_index)
             out["labels"] = labels
+        elif self.labels:
+            labels = np.where(mask, ids32, self.ignore_index).astype(dt["labels"])
+            if pos is not None:
+                labels[pos == self.position_start] = self.ignore_index
+            if self.shift_labels:
+                labels = _keys.shift_labels_np(labels, self.ignore_index)
+            out["labels"] = labels
+        if pos is not None:
+            if "position_ids" in want:
+                out["position_ids"] = pos.astype(dt["position_ids"])
+            if "cu_seqlens" in want:
+                out["cu_seqlens"] = src["cu_seqlens"].astype(np.int32)
         out["index"] = src["index"].astype(np.int64)
         out["lengths"] = lengths
-        if pos is not None:
-            out["position_ids"] = pos
-            out["cu_seqlens"] = src["cu_seqlens"].astype(np.int32)
         counts = self._split_sources(out, lengths, packed)
+        out = self._select(out)
         if self.tensors == "pt":
             import torch
 
             out = {k: torch.from_numpy(v) for k, v in out.items()}
             if self.device is not None and self.device.type != "cpu":
                 out = {k: v.to(self.device) for k, v in out.items()}
-        out = self._select(out)
         if counts is not None:
             self._source_counts[id(out)] = counts
         if self.stored_labels:
@@ -249,29 +266,43 @@ class Converter:
             n = counts[name] * (8 if dtype == torch.int64 else 4)
             return gpu[offs[name]:offs[name] + n].view(dtype)
 
+        tdt = self._torch_dtypes
+        want = self.keys
         ids32 = field("input_ids", torch.int32).view(rows, length)
         lengths = field("lengths", torch.int32)
-        ids = ids32 if self._torch_dtype == torch.int32 else ids32.to(self._torch_dtype)
+        ids = ids32 if tdt["input_ids"] == torch.int32 else ids32.to(tdt["input_ids"])
         mask = self._arange(length) < lengths[:, None]
-        out: Dict[str, Any] = {"input_ids": ids, "attention_mask": mask.to(self._torch_dtype)}
+        out: Dict[str, Any] = {"input_ids": ids}
+        if "attention_mask" in want:
+            out["attention_mask"] = mask.to(tdt["attention_mask"])
         pos = None
         if b.cu_len > 0:
             pos = field("position_ids", torch.int32).view(rows, length)
-            if self._torch_dtype != torch.int32:
-                pos = pos.to(self._torch_dtype)
         if self.labels and self.stored_labels:
-            labels = field("labels", torch.int32).view(rows, length)
-            out["labels"] = labels if self._torch_dtype == torch.int32 else labels.to(self._torch_dtype)
-        elif self.labels:
-            labels = ids.masked_fill(~mask, IGNORE_INDEX) if ids is not ids32 else ids32.masked_fill(~mask, IGNORE_INDEX)
-            if pos is not None:
-                labels.masked_fill_(pos == self.position_start, IGNORE_INDEX)
+            labels = field("labels", torch.int32).view(rows, length).to(tdt["labels"], copy=True)
+            if self.ignore_index != IGNORE_INDEX:
+                labels.masked_fill_(labels == IGNORE_INDEX, self.ignore_index)
+            if self.shift_labels:
+                shifted = torch.full_like(labels, self.ignore_index)
+                shifted[:, :-1] = labels[:, 1:]
+                labels = shifted
             out["labels"] = labels
+        elif self.labels:
+            labels = ids32.to(tdt["labels"], copy=True).masked_fill_(~mask, self.ignore_index)
+            if pos is not None:
+                labels.masked_fill_(pos == self.position_start, self.ignore_index)
+            if self.shift_labels:
+                shifted = torch.full_like(labels, self.ignore_index)
+                shifted[:, :-1] = labels[:, 1:]
+                labels = shifted
+            out["labels"] = labels
+        if pos is not None:
+            if "position_ids" in want:
+                out["position_ids"] = pos if tdt["position_ids"] == torch.int32 else pos.to(tdt["position_ids"])
+            if "cu_seqlens" in want:
+                out["cu_seqlens"] = field("cu_seqlens", torch.int32)
         out["index"] = field("index", torch.int64)
         out["lengths"] = lengths
-        if pos is not None:
-            out["position_ids"] = pos
-            out["cu_seqlens"] = field("cu_seqlens", torch.int32)
         counts = None
         if self.source_offsets is not None:
             # Sources from the host copy of index and lengths (small), then onto the device.
@@ -320,8 +351,6 @@ class Converter:
         return a
 
     def _select(self, out: Dict[str, Any]) -> Dict[str, Any]:
-        if self.keys is None:
-            return out
         return {k: out[k] for k in self.keys if k in out}
 
     def hand_out(self, batch: Dict[str, Any]) -> None:

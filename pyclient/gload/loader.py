@@ -17,6 +17,7 @@ import numpy as np
 
 from ._channel import auth_token as _auth_token
 from ._channel import open_channel, resolve
+from . import _keys
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
 from ._proto import gload_pb2_grpc as pb_grpc
@@ -78,12 +79,15 @@ def _rpc_timeout(t: Optional[float]) -> Optional[float]:
 class Loader(_Base):
     """Batches of a dataset served by ``gload serve``, for one training process (or one DataLoader worker).
 
-    Iterating yields one epoch of this consumer's batches as dicts: ``input_ids`` [B, L] (padded with ``pad_id``),
-    ``attention_mask`` [B, L] (1 on real tokens), ``labels`` [B, L] (``input_ids`` with padding set to -100; for
-    packed batches the first token of every document too) when ``labels``, ``index`` [pieces] int64 (the dataset row
-    of each sequence or packed piece), ``lengths`` [B] int32 (real tokens per row), and for packed batches
-    ``position_ids`` [B, L] and ``cu_seqlens`` [n+1] int32 (segment boundaries over the flattened batch; each row's
-    padding tail is a segment of its own). ``keys`` restricts the dict to the keys named.
+    Iterating yields one epoch of this consumer's batches as dicts holding ``keys``. By default these are what a
+    transformers causal LM's ``forward`` takes: ``input_ids`` [B, L] (padded with ``pad_id``), ``attention_mask``
+    [B, L] (1 on real tokens), ``labels`` [B, L] (``input_ids`` with padding set to ``ignore_index``, default -100;
+    for packed batches the first token of every document too; ``labels="shifted"`` gives next-token targets,
+    ``labels[:, t] = input_ids[:, t+1]``, for loops that do not shift, with nanoGPT's ``ignore_index=-1`` if
+    wanted), and for packed batches ``position_ids`` [B, L]. On request (``keys=[...]``, or ``keys="all"``):
+    ``index`` [pieces] int64 (the dataset row of each sequence or packed piece), ``lengths`` [B] int32 (real tokens
+    per row) and for packed batches ``cu_seqlens`` [n+1] int32 (segment boundaries over the flattened batch; each
+    row's padding tail is a segment of its own). An unknown key raises, naming the valid ones.
 
     Mixtures: ``dataset`` may name a mixture the server was started with (``gload serve --mixture``) or be a mapping
     of dataset names to weights (``{"web": 0.6, "code": 0.3, "math": 0.1}``; weights are normalised, 0 leaves a
@@ -94,10 +98,19 @@ class Loader(_Base):
     (the source's position in the mixture) and ``index`` is the row within that source; :meth:`source_counts` and
     :meth:`report` tell the rows and tokens handed out per source.
 
-    With torch importable the values are torch tensors (``input_ids``, ``attention_mask``, ``labels`` and
-    ``position_ids`` of ``dtype``, default ``torch.long``) on ``device`` (None: CPU), else numpy arrays (``dtype``
-    default ``numpy.int32``); ``return_tensors`` ("pt" or "np") forces one or the other. Every tensor handed out is
-    the caller's: writable, and never touched by the client again.
+    ``pad_id`` None pads with the pad token the dataset recorded when it was tokenized (the tokenizer's pad token,
+    else its eos token; 0 for datasets that recorded none, such as those Hugging Face wrote); an id overrides it.
+
+    With torch importable the values are torch tensors on ``device`` (None: CPU), else numpy arrays;
+    ``return_tensors`` ("pt" or "np") forces one or the other. ``dtype`` is int64 for input_ids, attention_mask,
+    labels and position_ids by default (what transformers' models and ``cross_entropy`` expect), one int32/int64
+    dtype for all four, or a dict per key (``{"input_ids": torch.int32, "labels": torch.int64}``). Every tensor
+    handed out is the caller's: writable, and never touched by the client again.
+
+    ``eval=True`` (or ``shuffle=False, remainder="keep"``) is an evaluation pass: rows in dataset order, cut into
+    consecutive batches each padded to its own longest row, no warm-up, the last partial batch kept and every row
+    exactly once, still sharded across ranks (global batch g to rank g mod world_size) — so ranks may get one batch
+    more than others: do not run a collective per batch over such a pass (gather at the end instead).
 
     One ``for`` loop is one epoch (``epoch``, or the one :meth:`set_epoch` picked). ``rank``/``world_size`` default
     to torch.distributed's when it is initialised (else 0/1), ``worker``/``num_workers`` to the DataLoader worker's
@@ -109,7 +122,8 @@ class Loader(_Base):
     (rows × padded length ≤ ``token_budget``) or "packed" (``batch_size`` rows of ``seq_len`` tokens); lengths are
     padded to a multiple of ``pad_multiple``, to explicit ``boundaries`` (a list of lengths), or to
     ``auto_buckets`` (or ``boundaries="auto"``: 8) lengths chosen from the dataset; ``max_length`` truncates rows
-    (0: no limit); ``remainder`` "drop" or "wrap" for the batches that do not divide among ranks.
+    (0: no limit); ``remainder`` "drop" or "wrap" for the batches that do not divide among ranks, or "keep"
+    (uneven ranks). ``shuffle=False`` keeps the dataset's order (bucketed and tokens policies).
     ``shuffle_window`` W > 0 reads the dataset in shuffled blocks of W consecutive rows, each batch from one block:
     locality for a dataset the server fetches from object storage into a cache smaller than the dataset (rows that
     are near each other in the dataset then meet in batches more often than under the default global shuffle).
@@ -132,10 +146,10 @@ class Loader(_Base):
         self,
         addr: Optional[Address],
         dataset: Union[str, Mapping[str, float]],
-        batch_size: int = 16,
+        batch_size: Optional[int] = None,
         policy: str = "bucketed",
         pad_multiple: int = 64,
-        seed: int = 0,
+        seed: Optional[int] = None,
         epoch: int = 0,
         prefetch: int = 8,
         transport: str = "shm",
@@ -149,9 +163,9 @@ class Loader(_Base):
         auto_buckets: int = 0,
         token_budget: int = 0,
         seq_len: int = 0,
-        remainder: str = "drop",
-        labels: bool = True,
-        pad_id: int = 0,
+        remainder: Optional[str] = None,
+        labels: Union[bool, str] = True,
+        pad_id: Optional[int] = None,
         position_start: int = 0,
         timeout: Optional[float] = None,
         client_id: Optional[str] = None,
@@ -172,7 +186,25 @@ class Loader(_Base):
         epoch_tokens: int = 0,
         allow_tokenizer_mismatch: bool = False,
         single_source_batches: bool = False,
+        shuffle: bool = True,
+        eval: bool = False,
+        ignore_index: int = _keys.DEFAULT_IGNORE_INDEX,
     ) -> None:
+        # What the caller set, for integrations that take unset settings from elsewhere (gload.hf).
+        self._given = {k for k, v in (("batch_size", batch_size), ("seed", seed), ("remainder", remainder)) if v is not None}
+        if eval:
+            if shuffle is not True and shuffle is not False:
+                raise ValueError(f"shuffle {shuffle!r}: want True or False")
+            if remainder not in (None, "keep"):
+                raise ValueError(f"eval=True deals every batch once (remainder 'keep'); remainder={remainder!r} contradicts it")
+            shuffle, remainder, warmup = False, "keep", False
+        batch_size = 16 if batch_size is None else batch_size
+        seed = 0 if seed is None else seed
+        remainder = "drop" if remainder is None else remainder
+        if remainder not in ("drop", "wrap", "keep"):
+            raise ValueError(f"remainder {remainder!r}: want 'drop', 'wrap' or 'keep'")
+        if pad_id is not None and (not isinstance(pad_id, (int, np.integer)) or isinstance(pad_id, bool)):
+            raise ValueError(f"pad_id: want a token id or None (the dataset's pad token), got {pad_id!r}")
         self.addr, self._target = resolve(addr)
         self._auth_token = _auth_token(auth_token)
         if not dataset:
@@ -217,18 +249,23 @@ class Loader(_Base):
             policy=policy, batch_size=int(batch_size), token_budget=int(token_budget), seq_len=int(seq_len),
             max_length=int(max_length), pad_multiple=int(pad_multiple),
             boundaries=[int(b) for b in (boundaries or [])], auto_buckets=int(auto_buckets),
-            mega_batch_mult=int(mega_batch_mult), remainder=remainder, no_warmup=not warmup, split_docs=split_docs,
-            position_start=int(position_start), pad_id=int(pad_id), pad_id_set=True,
-            shuffle_window=int(shuffle_window))
+            mega_batch_mult=int(mega_batch_mult), remainder=remainder, no_warmup=not warmup or not shuffle,
+            split_docs=split_docs, position_start=int(position_start), pad_id=int(pad_id or 0),
+            pad_id_set=pad_id is not None, sequential=not shuffle, shuffle_window=int(shuffle_window))
+        self.shuffle = bool(shuffle)
+        self.eval = bool(eval)
         self._rank, self._world, self._worker, self._workers = rank, world_size, worker, num_workers
         for name, v in (("rank", rank), ("world_size", world_size), ("worker", worker), ("num_workers", num_workers)):
             if v is not None and (not isinstance(v, (int, np.integer)) or v < 0):
                 raise ValueError(f"{name}: want an integer >= 0 or None, got {v!r}")
+        want_labels, self.shift_labels = _keys.check_labels(labels)
         self.labels = labels
+        self.ignore_index = int(ignore_index)
         self.position_start = int(position_start)
         self.timeout = _seconds(timeout, "timeout")
         self.client_id = client_id
-        self.keys = None if keys is None else tuple(keys)
+        self.keys = _keys.check_keys(keys, policy or "bucketed", want_labels)
+        self._want_labels = want_labels
         self.connect_timeout = _patience(connect_timeout, "connect_timeout")
         self.reconnect_timeout = _patience(reconnect_timeout, "reconnect_timeout")
         if return_tensors is None:
@@ -238,24 +275,13 @@ class Loader(_Base):
         if return_tensors == "pt" and torch is None:
             raise ValueError("return_tensors='pt' needs torch, which is not importable")
         self.return_tensors = return_tensors
-        self.dtype = self._check_dtype(dtype)
+        self.dtype = dtype
+        self._dtypes = _keys.check_dtypes(dtype, return_tensors)
         self.device = self._check_device(device)
         self._init_runtime()
         self._pending: Optional[State] = None  # a loaded state, used by the next stream of its epoch
 
     # -- configuration helpers -------------------------------------------------------------------------------------
-
-    def _check_dtype(self, dtype: Any) -> Any:
-        if self.return_tensors == "pt":
-            if dtype is None:
-                return torch.long
-            if dtype not in (torch.int32, torch.int64):
-                raise ValueError(f"dtype {dtype!r}: want torch.int32 or torch.int64")
-            return dtype
-        dt = np.dtype(np.int32 if dtype is None else dtype)
-        if dt not in (np.dtype(np.int32), np.dtype(np.int64)):
-            raise ValueError(f"dtype {dtype!r}: want numpy.int32 or numpy.int64")
-        return dt
 
     def _check_device(self, device: Any) -> Any:
         if device is None:
@@ -375,8 +401,9 @@ class Loader(_Base):
         return rs, st["consumed"]
 
     def _converter(self, ring: Optional[Ring], layout: Optional[pb.SlotLayout]) -> Converter:
-        return Converter(tensors=self.return_tensors, device=self.device, dtype=self.dtype, labels=self.labels,
-                         position_start=self.position_start, keys=self.keys, ring=ring, layout=layout)
+        return Converter(tensors=self.return_tensors, device=self.device, dtypes=self._dtypes,
+                         labels=self._want_labels, position_start=self.position_start, keys=self.keys, ring=ring,
+                         layout=layout, shift_labels=self.shift_labels, ignore_index=self.ignore_index)
 
     def _start(self, patience: float) -> None:
         """Opens this epoch's stream (from the loaded state, if any), retrying an unreachable server for
@@ -605,17 +632,45 @@ class Loader(_Base):
                 "shapes": [(s.rows, s.length) for s in p.shapes], "padding_share": p.padding_share}
 
     def __len__(self) -> int:
-        """Batches this rank gets in the epoch (all its workers together; from the start of the epoch)."""
+        """Batches this rank has left in the epoch (all its workers together): the whole epoch, or, after
+        :meth:`load_state_dict`, what is left after the loaded state — what ``len(DataLoader(loader))`` and
+        torchdata's StatefulDataLoader report after a resume. :meth:`epoch_batches` is the whole epoch."""
+        rank, world, _, _ = self._consumer()
+        resume, _ = self._resume_for((rank, world, 0, 1))
+        return int(self._plan(worker=0, workers=1, resume=resume).batches)
+
+    def epoch_batches(self) -> int:
+        """Batches this rank gets in the whole epoch, whatever was loaded or consumed."""
         return int(self._plan(worker=0, workers=1).batches)
 
+    def progress(self) -> Dict[str, Any]:
+        """Where this consumer stands in the epoch: ``epoch``, ``batches`` (this rank's in the whole epoch),
+        ``done`` (handed out, counting what a loaded state had consumed), ``left``, and ``eta_s`` (left × the mean
+        loop time of the steps this process ran; None before the first step)."""
+        total = self.epoch_batches()
+        st = self.state_dict()
+        rank, world, _, _ = self._consumer()
+        p = self._plan(worker=0, workers=1, resume=pb.ResumeState(
+            fingerprint=st["fingerprint"], seed=st["seed"], epoch=st["epoch"], policy_hash=st["policy_hash"],
+            consumed=st["consumed"], plan_world=st["plan_world"]))
+        left = int(p.batches)
+        s = self._stats.summary()
+        per_step = (s["wait_s"] + s["step_s"]) / s["steps"] if s["steps"] else None
+        return {"epoch": self.epoch, "batches": total, "done": total - left, "left": left,
+                "eta_s": None if per_step is None else left * per_step}
+
     def datasets(self) -> List[Dict[str, Any]]:
-        """What the server serves: name, rows, tokens, fingerprint, tokenizer_hash, shards, max_length."""
+        """What the server serves: name, rows, tokens, fingerprint, tokenizer_hash, shards, max_length, and the pad
+        token recorded when the dataset was tokenized (``pad_id``, ``pad_token``, ``pad_from``: "pad_token",
+        "eos_token" or "flag"; None when none was recorded)."""
         try:
             r = self._api().ListDatasets(pb.ListDatasetsRequest(), timeout=_rpc_timeout(self.connect_timeout))
         except grpc.RpcError as e:
             raise translate(e, self.addr, "list datasets") from None
         return [{"name": d.name, "rows": d.rows, "tokens": d.tokens, "fingerprint": d.fingerprint,
-                 "tokenizer_hash": d.tokenizer_hash, "shards": d.shards, "max_length": d.max_length}
+                 "tokenizer_hash": d.tokenizer_hash, "shards": d.shards, "max_length": d.max_length,
+                 "pad_id": d.pad_id if d.pad_from else None, "pad_token": d.pad_token or None,
+                 "pad_from": d.pad_from or None}
                 for d in r.datasets]
 
     def stats(self) -> Dict[str, float]:
@@ -702,12 +757,32 @@ class Epoch(Iterator[Dict[str, Any]]):
 
     def __init__(self, loader: Loader) -> None:
         self.loader = loader
+        self._checked = False
 
     def __iter__(self) -> "Epoch":
         return self
 
     def __next__(self) -> Dict[str, Any]:
+        if not self._checked:
+            self._checked = True
+            _refuse_auto_batching(sys._getframe(1))
         return self.loader.next()
+
+
+def _refuse_auto_batching(caller: Any) -> None:
+    """A Loader yields whole batches: a torch DataLoader with a batch_size (its default is 1; the HF Trainer passes
+    per_device_train_batch_size) would stack several of them into [n, B, L] or fail on unequal lengths. Its fetcher is
+    the caller of the first next(); say what to do instead."""
+    code = getattr(caller, "f_code", None)
+    if code is None or code.co_name != "fetch" or "torch" not in code.co_filename:
+        return
+    fetcher = caller.f_locals.get("self")
+    if getattr(fetcher, "auto_collation", False):
+        raise InvalidArgument(
+            "gload.Loader yields whole batches (the server batches, pads and shards them); a DataLoader with a "
+            "batch_size would stack several into one. Use DataLoader(loader, batch_size=None), or iterate the loader "
+            "itself; with the Hugging Face Trainer use gload.hf.GloadTrainer(model=..., args=..., "
+            "train_dataset=loader), a drop-in Trainer subclass")
 
 
 # Channels and streams inherited by forked processes: kept referenced so that they are never finalised in a

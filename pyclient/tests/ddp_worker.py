@@ -36,7 +36,8 @@ def main() -> None:
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.EmbeddingBag(VOCAB, 8, mode="mean"))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = gload.Loader(a.addr, a.dataset, batch_size=4, seed=3, transport=a.transport, client_id=f"ddp{rank}")
+    loader = gload.Loader(a.addr, a.dataset, batch_size=4, seed=3, transport=a.transport, client_id=f"ddp{rank}",
+                          keys="all")
     if a.resume:
         with open(a.resume) as f:
             loader.load_state_dict(json.load(f))

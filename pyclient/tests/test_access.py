@@ -73,7 +73,7 @@ def token_server(gload_bin, datasets, monkeypatch):
 def _one_epoch(addr, **kw):
     with gload.Loader(addr, "small", batch_size=16, transport="grpc", return_tensors="np", connect_timeout=5.0,
                       reconnect_timeout=0, **kw) as loader:
-        return sum(len(b["index"]) for b in loader)
+        return sum(len(b["input_ids"]) for b in loader)
 
 
 def test_token_required_over_tcp(token_server, datasets, monkeypatch):
@@ -132,7 +132,7 @@ def test_default_address(gload_bin, datasets, monkeypatch):
             assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600, oct(mode)
             with gload.Loader(None, "small", batch_size=16, return_tensors="np", connect_timeout=10.0) as loader:
                 assert loader.addr == f"unix://{sock}"
-                assert sum(len(b["index"]) for b in loader) == datasets.rows["small"]
+                assert sum(len(b["input_ids"]) for b in loader) == datasets.rows["small"]
         finally:
             proc.terminate()
             proc.wait(timeout=20)

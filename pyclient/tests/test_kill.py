@@ -24,7 +24,7 @@ for line in sys.stdin:
     if pid == 0:
         os.close(r)
         try:
-            l = gload.Loader(sys.argv[1], "small", batch_size=4, prefetch=4, transport="shm", return_tensors="np")
+            l = gload.Loader(sys.argv[1], "small", batch_size=4, prefetch=4, transport="shm", return_tensors="np", keys="all")
             next(iter(l))
             os.write(w, l._stream.ring.path.encode())
         finally:
@@ -80,7 +80,7 @@ def test_server_killed_reconnects(fresh_server, datasets, transport):
     """The server dies mid-epoch and comes back: the client reconnects and the epoch completes exactly once."""
     fresh_server.start()
     l = gload.Loader(fresh_server.addr, "small", batch_size=4, prefetch=4, transport=transport,
-                     return_tensors="np", reconnect_timeout=30)
+                     return_tensors="np", reconnect_timeout=30, keys="all")
     it = iter(l)
     got = [next(it) for _ in range(20)]
     old = fresh_server.pid
@@ -101,7 +101,7 @@ def test_server_killed_reported(fresh_server, datasets, transport):
     """Without reconnection the client raises ServerUnavailable; its state resumes on a restarted server."""
     fresh_server.start()
     l = gload.Loader(fresh_server.addr, "small", batch_size=4, prefetch=2, transport=transport,
-                     return_tensors="np", reconnect_timeout=0)
+                     return_tensors="np", reconnect_timeout=0, keys="all")
     it = iter(l)
     got = [next(it) for _ in range(10)]
     fresh_server.kill()
@@ -113,7 +113,7 @@ def test_server_killed_reported(fresh_server, datasets, transport):
     assert state["consumed"] == len(got)
     l.close()
     fresh_server.start()
-    l2 = gload.Loader(fresh_server.addr, "small", batch_size=4, transport=transport, return_tensors="np")
+    l2 = gload.Loader(fresh_server.addr, "small", batch_size=4, transport=transport, return_tensors="np", keys="all")
     l2.load_state_dict(state)
     got += list(l2)
     assert sorted(rows_of(got)) == list(range(datasets.rows["small"]))

@@ -24,6 +24,7 @@ POLICIES = {
 def make(server, transport: str, **kw) -> gload.Loader:
     kw.setdefault("return_tensors", "np")
     kw.setdefault("connect_timeout", 5.0)
+    kw.setdefault("keys", "all")  # index and lengths too: the tests check rows and padding
     return gload.Loader(server.addr, kw.pop("dataset", "small"), transport=transport, **kw)
 
 
@@ -44,14 +45,16 @@ def test_epoch_exactly_once(server, datasets, transport, policy):
         # The epoch opens with one batch of every shape, longest first.
         warm = [tuple(b["input_ids"].shape) for b in bs[: len(seen_shapes)]]
         assert warm == loader.shapes()
+        pad = {d["name"]: d for d in loader.datasets()}["small"]
+        assert pad["pad_from"] == "pad_token" and pad["pad_token"] == "<|pad|>" and pad["pad_id"] > 0
         for b in bs:
-            check_batch(b, policy, pad_id=0, position_start=POLICIES[policy].get("position_start", 0))
+            check_batch(b, policy, pad_id=pad["pad_id"], position_start=POLICIES[policy].get("position_start", 0))
 
 
 def check_batch(b, policy: str, pad_id: int, position_start: int) -> None:
     ids, mask, labels, lengths = b["input_ids"], b["attention_mask"], b["labels"], b["lengths"]
     rows, length = ids.shape
-    assert ids.dtype == np.int32 and mask.dtype == np.int32 and labels.dtype == np.int32
+    assert ids.dtype == np.int64 and mask.dtype == np.int64 and labels.dtype == np.int64  # transformers' dtypes
     assert b["index"].dtype == np.int64 and lengths.dtype == np.int32 and lengths.shape == (rows,)
     want_mask = np.arange(length)[None, :] < lengths[:, None]
     assert (mask == want_mask).all()

@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 def make(server, transport, **kw):
     kw.setdefault("connect_timeout", 5.0)
+    kw.setdefault("keys", "all")  # index and lengths too: the tests check rows and padding
     return gload.Loader(server.addr, kw.pop("dataset", "small"), transport=transport, **kw)
 
 
