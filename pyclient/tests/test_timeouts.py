@@ -40,5 +40,5 @@ def test_loader_times_refused(kw):
 def test_loader_timeout_inf(server):
     with _loader(server, timeout=math.inf, connect_timeout=math.inf) as loader:
         assert loader.timeout is None
-        assert sum(len(b["index"]) for b in loader) == 600
+        assert sum(len(b["input_ids"]) for b in loader) == 600
         assert loader.datasets()  # an infinite connect_timeout is no gRPC deadline
