@@ -101,3 +101,19 @@ def test_plain_trainer_gets_one_clear_error(server, tmp_path):
     tr = transformers.Trainer(model=tiny_model(), args=args(tmp_path, max_steps=1), train_dataset=loader(server))
     with pytest.raises(gload.InvalidArgument, match=r"gload.hf.GloadTrainer"):
         tr.train()
+
+
+def test_example_runs_and_resumes(server, tmp_path):
+    """examples/hf_trainer.py as a user runs it: 2 steps, then resumed to 4 from its checkpoint."""
+    import subprocess
+    import sys
+    from conftest import PYCLIENT
+
+    cmd = [sys.executable, str(PYCLIENT / "examples" / "hf_trainer.py"), "--addr", server.addr, "--dataset", "small",
+           "--out", str(tmp_path / "run")]
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    subprocess.run(cmd + ["--steps", "2"], check=True, env=env, timeout=600)
+    assert (tmp_path / "run" / "checkpoint-2" / gload.hf.STATE_FILE).exists()
+    subprocess.run(cmd + ["--steps", "4", "--resume"], check=True, env=env, timeout=600)
+    state = json.loads((tmp_path / "run" / "checkpoint-4" / gload.hf.STATE_FILE).read_text())
+    assert state["consumed"] == 4
