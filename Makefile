@@ -10,7 +10,7 @@ LDFLAGS   := -X github.com/gload/gload/internal/version.commit=$(shell git descr
 export CGO_CFLAGS := -Wno-deprecated-declarations
 # arrow-go's JSON through encoding/json instead of goccy/go-json: a fifth less to compile on a cold build.
 TAGS      := arrow_json_stdlib
-export GOFLAGS := $(GOFLAGS) -tags=$(TAGS)
+export GOFLAGS := $(filter-out -tags=$(TAGS),$(GOFLAGS)) -tags=$(TAGS)
 export GLOAD_PYTHON := $(abspath $(PYTHON))
 # The oldest supported datasets/pyarrow (loader/dataset's Hugging Face check runs with both).
 export GLOAD_PYTHON_OLDEST := $(abspath .venv-oldest/bin/python)
@@ -32,7 +32,9 @@ build-hf:
 	scripts/build-libtokenizers.sh
 	$(GO) build -ldflags "$(LDFLAGS)" -tags hftokenizers,$(TAGS) -o bin/gload-hf ./cmd/gload
 
-demo: setup build
+# Set-up (mostly downloads) and the Go build (CPU) run side by side: on a cold machine that hides most of the build.
+demo:
+	@$(MAKE) --no-print-directory -j2 setup build
 	scripts/demo.sh
 
 lint: setup
