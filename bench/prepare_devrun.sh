@@ -27,6 +27,10 @@ if ! compgen -G "$d/whl/datasets-*.whl" >/dev/null; then
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 		-d "$d/whl" datasets==4.0.0 dill==0.3.8 multiprocess==0.70.16
 fi
+# bench/device_integrations.sh: torchdata (pure Python; the GPU image lacks it).
+if ! compgen -G "$d/whl/torchdata-*.whl" >/dev/null; then
+	python3 -m pip download -q --no-deps --only-binary=:all: -d "$d/whl" torchdata==0.11.0
+fi
 # bench/device_identity.sh: the merge and first-batch benchmarks as test binaries.
 for p in tokenize/merge loader; do
 	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations go test -c -ldflags="-s -w" -o "build/$(basename $p).test" "./$p"
