@@ -12,7 +12,7 @@ import gload  # noqa: E402  (imported after the wait: its import time is not the
 
 # A shuffle window keeps the first batch inside one or two shards (a global shuffle's first batch touches up to
 # batch_size shards, and waits for all of them).
-ld = gload.Loader("unix://" + sock, "bench", batch_size=16, transport="grpc", shuffle_window=1000)
+ld = gload.Loader("unix://" + sock, "bench", batch_size=16, transport="grpc", shuffle_window=1000, return_tensors="np")
 next(iter(ld))
 t_first = time.time() - t0
 print(f"s3bench: cold start: listening after {t_listen:.3f} s (metadata only), first batch after {t_first:.3f} s "

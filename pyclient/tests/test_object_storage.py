@@ -90,7 +90,7 @@ def _cached(cache: Path) -> int:
 def test_epoch_from_a_bucket_through_a_small_cache(remote_server, transport):
     s, rows, cache, limit = remote_server
     with gload.Loader(s.addr, "docs", batch_size=8, transport=transport, shuffle_window=100, return_tensors="np",
-                      remainder="wrap") as loader:
+                      keys="all", remainder="wrap") as loader:
         got = rows_of(list(loader))
     assert sorted(set(got)) == list(range(rows)), "every row of the bucket's dataset"
     assert len(got) - rows < 8, "wrap repeats fewer rows than one batch"
@@ -99,7 +99,7 @@ def test_epoch_from_a_bucket_through_a_small_cache(remote_server, transport):
 
 def test_state_round_trip_from_a_bucket(remote_server):
     s, rows, _, _ = remote_server
-    kw = dict(batch_size=8, transport="grpc", shuffle_window=100, return_tensors="np", seed=3)
+    kw = dict(batch_size=8, transport="grpc", shuffle_window=100, return_tensors="np", seed=3, keys="all")
     with gload.Loader(s.addr, "docs", **kw) as whole:
         want = rows_of(list(whole))
     with gload.Loader(s.addr, "docs", **kw) as a:
