@@ -25,6 +25,7 @@ import (
 type tokenizeOptions struct {
 	g            *globalOptions
 	task         string
+	splitSize    string
 	tokenizer    string
 	engine       string
 	out          string
@@ -97,8 +98,10 @@ ends byte-identical to an uninterrupted run.`,
 	f.StringVar(&o.maxDocBytes, "max-doc-bytes", "64MiB", "documents larger than this are skipped with a message")
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace an existing dataset in --out")
 	f.BoolVar(&o.resume, "resume", false, "continue an interrupted run in --out")
-	f.StringVar(&o.task, "task", "", "I/N: write only task I's share of the input files (of N tasks) as a part for gload merge; "+
+	f.StringVar(&o.task, "task", "", "I/N: write only task I's share of the input files and pieces of large files (of N tasks; see --split-size) as a part for gload merge; "+
 		"$SLURM_ARRAY_TASK_ID and $JOB_COMPLETION_INDEX work for I")
+	f.StringVar(&o.splitSize, "split-size", "1GiB", "plain .jsonl/.txt files larger than this are read as pieces cut at the first line end "+
+		"at or after each multiple of it: each piece starts a new shard and tasks of --task share them out (compressed files stay whole)")
 	f.BoolVar(&o.strict, "strict", false, "stop at the first bad document (exit 1) instead of skipping it")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress output on stderr (the summary still goes to stdout)")
 	f.StringVar(&o.memoryLimit, "memory-limit", "768MiB", "soft limit for the Go heap (GC works harder near it); 0 or $GOMEMLIMIT to leave as is")
@@ -121,6 +124,10 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 	maxDoc, err := parseSize(o.maxDocBytes)
 	if err != nil {
 		return fmt.Errorf("--max-doc-bytes: %w", err)
+	}
+	splitSize, err := parseSize(o.splitSize)
+	if err != nil || splitSize <= 0 {
+		return fmt.Errorf("--split-size %q: want a positive size (e.g. 1GiB)", o.splitSize)
 	}
 	if o.memoryLimit != "0" && os.Getenv("GOMEMLIMIT") == "" {
 		limit, err := parseSize(o.memoryLimit)
@@ -156,6 +163,7 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 			TextField:   o.textField,
 			KeepColumns: o.keepColumns,
 			MaxDocBytes: maxDoc,
+			SplitBytes:  splitSize,
 		},
 		Engine:           eng,
 		AddSpecialTokens: o.addSpecial,

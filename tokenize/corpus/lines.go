@@ -32,6 +32,7 @@ type lineFramer struct {
 	eof     bool
 	rerr    error // read error, reported once buffered lines are consumed
 	line    int64 // lines consumed
+	base    int64 // lines of the file before this piece (pieces.go)
 	scratch []byte
 }
 
@@ -40,7 +41,7 @@ func newLineFramer(rd io.Reader, path string, o Options) *lineFramer {
 }
 
 func (l *lineFramer) readError() error {
-	return &ReadError{Path: l.path, Unit: "line", Line: l.line + 1, Err: l.rerr}
+	return &ReadError{Path: l.path, Unit: "line", Line: l.base + l.line + 1, Err: l.rerr}
 }
 
 // read reads once into p, recording EOF and errors.
@@ -196,8 +197,17 @@ type lineSource struct {
 	size    int64
 }
 
-func newLineSource(fh *os.File, f File, o Options, skip int64) (source, error) {
-	cnt := &countingReader{r: fh}
+func newLineSource(fh *os.File, f File, o Options, skip int64, prev pieceBase) (source, error) {
+	var in io.Reader = fh
+	var base int64
+	if f.Piece > 0 {
+		var err error
+		if in, base, err = openPiece(fh, f, prev); err != nil {
+			fh.Close()
+			return nil, &ReadError{Path: f.Path, Err: fmt.Errorf("count lines before byte %d: %w", f.Offset, err)}
+		}
+	}
+	cnt := &countingReader{r: in}
 	rd, closeFn, err := decompressor(cnt, f.Compression)
 	if err != nil {
 		fh.Close()
@@ -214,6 +224,7 @@ func newLineSource(fh *os.File, f File, o Options, skip int64) (source, error) {
 		rd = ra
 	}
 	s.fr = newLineFramer(rd, f.Path, o)
+	s.fr.base = base
 	if f.Format == FormatText {
 		s.kind = PlainText
 	}
@@ -232,9 +243,9 @@ func (s *lineSource) next() (Record, error) {
 		if err != nil {
 			return Record{}, err
 		}
-		no := s.fr.line
+		no := s.fr.base + s.fr.line
 		if over {
-			return Record{Line: no, Kind: Oversized, Size: size}, nil
+			return Record{Line: no, Kind: Oversized, Size: size, lineBase: s.fr.base}, nil
 		}
 		if no == 1 {
 			line = bytes.TrimPrefix(line, bom)
@@ -249,7 +260,7 @@ func (s *lineSource) next() (Record, error) {
 		} else if len(line) == 0 {
 			continue
 		}
-		return Record{Line: no, Raw: line, Kind: s.kind, Size: int64(len(line))}, nil
+		return Record{Line: no, Raw: line, Kind: s.kind, Size: int64(len(line)), lineBase: s.fr.base}, nil
 	}
 }
 
@@ -264,6 +275,9 @@ func isBlank(line []byte) bool {
 }
 
 func (s *lineSource) consumed() int64 { return s.fr.line }
+
+// linesThrough is the file's line count at the end of what was read.
+func (s *lineSource) linesThrough() int64 { return s.fr.base + s.fr.line }
 
 func (s *lineSource) bytesRead() int64 { return min(s.cnt.n.Load(), s.size) }
 

@@ -32,6 +32,7 @@ const (
 	DefaultTextField   = "text"
 	DefaultMaxDocBytes = 64 << 20
 	DefaultChunkBytes  = 1 << 20
+	DefaultSplitBytes  = 1 << 30
 	defaultBatchRows   = 1024 // Parquet rows decoded per batch
 	maxChunkBytes      = 64 << 20
 )
@@ -64,6 +65,10 @@ type Options struct {
 	// objects, struct fields in schema order), for readers of whole records
 	// (chat conversations). TextField and KeepColumns are then not used.
 	RowJSON bool
+	// SplitBytes is the piece size: a plain (uncompressed) JSON Lines or text-per-line file larger than this
+	// is read as pieces cut at the first line end at or after each multiple of it (pieces.go), each piece a
+	// [File] of the plan. Default 1 GiB. Compressed files, Parquet, Arrow and whole-file text stay whole.
+	SplitBytes int64 `json:",omitempty"`
 }
 
 // withDefaults returns a copy of o with defaults filled in, or an error
@@ -99,6 +104,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxDocBytes < 0 {
 		return o, fmt.Errorf("%w: max doc bytes %d is negative", ErrOption, o.MaxDocBytes)
+	}
+	if o.SplitBytes == 0 {
+		o.SplitBytes = DefaultSplitBytes
+	}
+	if o.SplitBytes < 0 {
+		return o, fmt.Errorf("%w: split bytes %d is negative", ErrOption, o.SplitBytes)
 	}
 	if o.ChunkBytes == 0 {
 		o.ChunkBytes = DefaultChunkBytes

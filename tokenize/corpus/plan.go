@@ -30,9 +30,13 @@ const (
 // File is one input file of a [Plan].
 type File struct {
 	Path        string      // as given, or joined under the directory given
-	Size        int64       // bytes on disk (compressed)
+	Size        int64       // bytes on disk (compressed); of a piece, the piece's bytes
 	Format      Format      // jsonl, text, parquet or hf (one Arrow stream shard)
 	Compression Compression // none for parquet and hf
+	// Piece numbers the pieces of a large plain line file from 1 (pieces.go), Offset is where the piece
+	// starts in the file; both are 0 for a file read whole.
+	Offset int64 `json:",omitempty"`
+	Piece  int   `json:",omitempty"`
 }
 
 // Plan is the checked, ordered list of input files. Build it with [NewPlan];
@@ -301,7 +305,12 @@ func (pl *planner) add(f File) {
 		pl.problem(f.Path, sentinel, "%s", detail)
 		return
 	}
-	pl.files = append(pl.files, f)
+	pieces, err := splitPieces(f, pl.opts)
+	if err != nil {
+		pl.problem(f.Path, ErrUnreadable, "%v", err)
+		return
+	}
+	pl.files = append(pl.files, pieces...)
 }
 
 // classify tells a file's format and compression from its name. With a

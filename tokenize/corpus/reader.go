@@ -65,13 +65,16 @@ type Record struct {
 	Cols []string
 	// Null flags the Cols that were missing or null; nil when none was.
 	Null []bool
+	// lineBase is the lines of the file before the record's piece: Line counts the whole file, a
+	// Position the piece.
+	lineBase int64
 }
 
 // Pos returns the position after rec: once rec has been written, a run
 // resumed at Pos continues with the record after it. It equals what
 // [Reader.Pos] returned right after the Next call that gave rec.
 func (rec Record) Pos() Position {
-	return Position{File: rec.File, Record: max(rec.Line, 1)}
+	return Position{File: rec.File, Record: max(rec.Line-rec.lineBase, 1)}
 }
 
 // ReadError is a failure to read an input (I/O, corrupt or truncated
@@ -113,8 +116,9 @@ type Reader struct {
 	idx       int // current file
 	src       source
 	pos       Position
-	doneBytes int64 // sizes of files before idx
-	err       error // sticky
+	doneBytes int64     // sizes of files before idx
+	prevPiece pieceBase // where the last piece read to its end left off
+	err       error     // sticky
 	closed    bool
 }
 
@@ -155,7 +159,7 @@ func (r *Reader) openSource(i int, skip int64) (source, error) {
 		if f.Format == FormatText && o.DocPer == DocPerFile {
 			return newWholeFileSource(fh, f, o, skip)
 		}
-		return newLineSource(fh, f, o, skip)
+		return newLineSource(fh, f, o, skip, r.prevPiece)
 	case FormatParquet:
 		return openParquetSource(f, o, skip)
 	case FormatHF:
@@ -196,6 +200,11 @@ func (r *Reader) Next() (Record, error) {
 		if cerr := r.src.close(); cerr != nil {
 			r.err = &ReadError{Path: r.plan.Files[r.idx].Path, Err: cerr}
 			return Record{}, r.err
+		}
+		if f := r.plan.Files[r.idx]; f.Piece > 0 {
+			if ls, ok := r.src.(*lineSource); ok {
+				r.prevPiece = pieceBase{path: f.Path, end: f.Offset + f.Size, lines: ls.linesThrough()}
+			}
 		}
 		r.src = nil
 		r.doneBytes += r.plan.Files[r.idx].Size

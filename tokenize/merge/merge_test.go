@@ -227,3 +227,58 @@ func TestMergeRefuses(t *testing.T) {
 		t.Error("merge into a complete dataset without --overwrite was not refused")
 	}
 }
+
+// TestMergePiecesEqualSingleRun: one large JSON Lines file read as pieces
+// (a small --split-size) gives the same dataset, byte for byte (shards,
+// index, fingerprint), in a plain run and merged from N = 1, 2, 3 and 5 tasks.
+func TestMergePiecesEqualSingleRun(t *testing.T) {
+	in := writeInputs(t)
+	// One file of all the documents, CRLF line ends on some, no line end after the last.
+	var big bytes.Buffer
+	ents, _ := os.ReadDir(in)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(in, e.Name()))
+		big.Write(b)
+		os.Remove(filepath.Join(in, e.Name()))
+	}
+	data := bytes.ReplaceAll(big.Bytes(), []byte("\"id\":7}\n"), []byte("\"id\":7}\r\n"))
+	data = bytes.TrimSuffix(data, []byte("\n"))
+	os.WriteFile(filepath.Join(in, "big.jsonl"), data, 0o644)
+	o := baseOptions(t, in)
+	o.Corpus.SplitBytes = int64(len(data) / 9)
+	root := t.TempDir()
+	single := o
+	single.Out = filepath.Join(root, "single")
+	if _, err := pipeline.Run(context.Background(), single); err != nil {
+		t.Fatal(err)
+	}
+	ref := files(t, single.Out)
+	if len(ref) < 10 {
+		t.Fatalf("single run wrote %d files, want a shard per piece at least", len(ref))
+	}
+	for _, n := range []int{1, 2, 3, 5} {
+		parts := runTasks(t, o, root, n)
+		out := filepath.Join(root, fmt.Sprintf("merged-%d", n))
+		if _, err := Merge(out, parts, Options{}); err != nil {
+			t.Fatalf("N=%d: %v", n, err)
+		}
+		fs := files(t, out)
+		if len(fs) != len(ref) {
+			t.Fatalf("N=%d: %d files, single run %d", n, len(fs), len(ref))
+		}
+		for name, b := range ref {
+			if !bytes.Equal(b, fs[name]) {
+				t.Fatalf("N=%d: %s differs from the single run", n, name)
+			}
+		}
+	}
+	// Without pieces the single run is one shard stream over the file: the pieces are what cuts it.
+	whole := baseOptions(t, in)
+	whole.Out = filepath.Join(root, "whole")
+	if _, err := pipeline.Run(context.Background(), whole); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(t, whole.Out); !slices.EqualFunc(got, rows(t, single.Out), slices.Equal) {
+		t.Fatal("rows read in pieces differ from rows of the file read whole")
+	}
+}

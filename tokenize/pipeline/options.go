@@ -55,8 +55,8 @@ type Options struct {
 	Resume    bool // continue an interrupted run in Out
 	Strict    bool // stop at the first bad document instead of skipping it
 
-	// TaskIndex of TaskCount (> 0): write only this task's share of the input files as a dataset part, every
-	// file starting a new shard, for `gload merge` (see task.go). TaskCount 0: the whole input.
+	// TaskIndex of TaskCount (> 0): write only this task's share of the input files (and pieces of large files,
+	// Corpus.SplitBytes) as a dataset part, every file and piece starting a new shard, for `gload merge` (see task.go). TaskCount 0: the whole input.
 	TaskIndex, TaskCount int
 
 	// Chat, when set, reads JSON records as chat conversations (package chat): rows get input_ids and labels

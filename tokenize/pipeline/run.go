@@ -145,7 +145,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	defer reader.Close()
 
-	w := &writer{opts: &opts, st: st, log: log}
+	w := &writer{opts: &opts, st: st, log: log, plan: plan}
 	rl := &readLedger{files: len(plan.Files)}
 	prog := newProgress(opts.Progress, opts.Interval, plan.TotalBytes, reader.BytesRead)
 	defer prog.stop()
@@ -369,9 +369,11 @@ type writer struct {
 	st    *state
 	log   *slog.Logger
 	prog  *progress
+	plan  *corpus.Plan
 	cur   *dataset.ShardWriter
 	shown int // skipped documents printed so far
-	// curFile is the input file of the current shard's last row: a task cuts shards at file boundaries.
+	// curFile is the input file of the current shard's last row: a task cuts shards at file boundaries, any
+	// run at the start of a piece after a large file's first (corpus/pieces.go).
 	curFile int
 	ledger  writeLedger
 }
@@ -419,8 +421,10 @@ func (w *writer) writeChunk(c *chunk) error {
 		s.InputBytes += it.text
 		s.Written++
 		w.ledger.written++
-		// A task's every file starts a new shard: its shards do not depend on the task split (task.go).
-		if o.TaskCount > 0 && w.cur != nil && len(it.rows) > 0 && it.after.File != w.curFile {
+		// A task's every file, and any run's every piece after a file's first, starts a new shard: the
+		// shards do not depend on the task split (task.go).
+		if w.cur != nil && len(it.rows) > 0 && it.after.File != w.curFile &&
+			(o.TaskCount > 0 || w.plan.Files[it.after.File].Piece > 1) {
 			if err := w.closeShard(); err != nil {
 				return err
 			}

@@ -4,8 +4,11 @@ package pipeline
 // deterministic, contiguous share of the input files and writes a complete
 // dataset part that `gload merge` joins with the others.
 //
-// The unit of work is an input file, and in a task every file starts a new
-// shard, so the shards of a file are the same bytes whichever task wrote them:
+// The unit of work is an entry of the corpus plan: an input file, or a piece
+// of a large plain line file (corpus/pieces.go, cut independently of N). In a
+// task every entry starts a new shard (and in any run every piece after a
+// file's first does), so the shards of an entry are the same bytes whichever
+// task wrote them:
 // merged parts give the same shards, index and fingerprint for any N, in the
 // row order of a single run over the same inputs.
 
@@ -31,7 +34,7 @@ type Task struct {
 	Version int `json:"version"`
 	Index   int `json:"task"`  // I of --task I/N
 	Count   int `json:"tasks"` // N
-	// Files [From, To) of the whole input plan are this part's.
+	// Plan entries (files and pieces) [From, To) of the whole input plan are this part's.
 	From int `json:"from_file"`
 	To   int `json:"to_file"`
 	// Inputs identifies the whole input plan (paths, sizes, mtimes), Tokenizer the
