@@ -3,7 +3,8 @@
 `gload tokenize --format chat` carry `labels` (-100 outside the assistant's turns), the server pads them with -100,
 and gload.hf.GloadTrainer hands them to the model as they are, so the loss covers only the assistant's tokens.
 
-    gload tokenize --format chat --tokenizer tokenizer.json --chat-template tokenizer_config.json --out data/sft sft.jsonl
+    gload tokenize --format chat --tokenizer tokenizer.json --chat-template tokenizer_config.json \
+        --out data/sft sft.jsonl
     gload serve --dataset sft=data/sft --listen unix:///tmp/gload.sock &
     python3 hf_trainer_sft.py --addr unix:///tmp/gload.sock --dataset sft --vocab 4096 --out /tmp/sft [--resume]
 
