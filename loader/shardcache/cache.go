@@ -12,7 +12,8 @@
 // blocks). When the bytes on disk would exceed Limit, the cache evicts shards that are not pinned by a reader, in
 // this order: shards no stream needs any more this epoch, then the one whose next use is furthest ahead (Belady's
 // rule over the known plan). A shard pinned by a reader is never evicted; if the pinned shards alone exceed the
-// limit, the cache grows past it rather than deadlock, and says so in Stats.
+// limit, the cache grows past it rather than deadlock (and says so in Stats), and shrinks back under it as soon as
+// the pins are released.
 //
 // # Caveats
 //
@@ -216,6 +217,7 @@ func (c *Cache) Forget(id int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.want, id)
+	c.kick()
 }
 
 // Acquire returns the local path of shard name, downloading it first when needed, and pins it until Release.
@@ -317,12 +319,15 @@ func (c *Cache) nextUse() map[string]int {
 	return d
 }
 
-// schedule (mu held) starts the downloads the streams will need next and makes room for them.
+// schedule (mu held) brings the cache back under its bound if pins had pushed it over, starts the downloads the
+// streams will need next and makes room for them.
 func (c *Cache) schedule() {
 	if c.ctx.Err() != nil {
 		return
 	}
 	use := c.nextUse()
+	// Back under the bound once pins allow: readers may have pinned more than fits (the cache then grew past it).
+	c.makeRoom(0, use, -1)
 	type cand struct {
 		e    *entry
 		dist int

@@ -216,3 +216,34 @@ func TestCorruptObjectNeverServed(t *testing.T) {
 		t.Fatal("corrupt shard left under its final name")
 	}
 }
+
+// Readers pinning more than the bound holds make the cache grow past it (no deadlock); once they release, it is
+// back under the bound.
+func TestOverLimitShrinksBack(t *testing.T) {
+	const n, size = 4, 8 << 10
+	st, shards, verify := upload(t, n, size)
+	dir := t.TempDir()
+	c, err := shardcache.New(st, shards, shardcache.Options{Dir: dir, Limit: 2 * size, Verify: verify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, s := range shards {
+		if _, err := c.Acquire(context.Background(), s.Name, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := diskBytes(t, dir); got != n*size || !c.Stats().OverLimit {
+		t.Fatalf("with every shard pinned the cache holds %d bytes (over limit %v), want all %d", got, c.Stats().OverLimit, n*size)
+	}
+	for _, s := range shards {
+		c.Release(s.Name)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for diskBytes(t, dir) > 2*size && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := diskBytes(t, dir); got > 2*size {
+		t.Fatalf("after the releases the cache holds %d bytes, bound %d", got, 2*size)
+	}
+}

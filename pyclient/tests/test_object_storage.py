@@ -94,7 +94,10 @@ def test_epoch_from_a_bucket_through_a_small_cache(remote_server, transport):
         got = rows_of(list(loader))
     assert sorted(set(got)) == list(range(rows)), "every row of the bucket's dataset"
     assert len(got) - rows < 8, "wrap repeats fewer rows than one batch"
-    assert _cached(cache) <= limit, "the cache stays within --cache-size"
+    deadline = time.monotonic() + 5  # pins may push the cache past the bound for a moment; it shrinks back
+    while _cached(cache) > limit and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _cached(cache) <= limit, "the cache is back within --cache-size once the epoch is done"
 
 
 def test_state_round_trip_from_a_bucket(remote_server):
