@@ -13,4 +13,9 @@ if command -v grpc_python_plugin >/dev/null; then
 		--plugin=protoc-gen-grpc="$(command -v grpc_python_plugin)" gload.proto
 	# grpc_python_plugin writes an absolute import; make it relative to the package.
 	sed -i 's/^import gload_pb2 as gload__pb2$/from . import gload_pb2 as gload__pb2/' ../pyclient/gload/_proto/gload_pb2_grpc.py
+	# protoc names the module after the file (gload_pb2); the classes must carry their importable name so that
+	# pickle (spawn/forkserver DataLoader workers) finds them.
+	sed -i "s/^_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gload_pb2', globals())$/_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gload._proto.gload_pb2', globals())/" \
+		../pyclient/gload/_proto/gload_pb2.py
+	grep -q "'gload._proto.gload_pb2'" ../pyclient/gload/_proto/gload_pb2.py || { echo "gen.sh: module name not fixed" >&2; exit 1; }
 fi

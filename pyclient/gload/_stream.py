@@ -180,6 +180,7 @@ class Stream:
         self._call.cancel()
         if self._reader is not threading.current_thread():
             self._reader.join(timeout=10)
+            self._call = None  # the call's request iterator refers to this object: break the cycle
         # Drop queued batches before closing the mapping they may still reference (they hold copies, but be sure).
         while True:
             try:

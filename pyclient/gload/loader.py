@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import os
@@ -10,6 +11,7 @@ import threading
 import socket
 import sys
 import time
+import weakref
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -278,8 +280,13 @@ class Loader(_Base):
         self.dtype = dtype
         self._dtypes = _keys.check_dtypes(dtype, return_tensors)
         self.device = self._check_device(device)
-        self._init_runtime()
         self._pending: Optional[State] = None  # a loaded state, used by the next stream of its epoch
+        # Where the stream of the object this one was copied from (pickle, fork) stood: next() continues there.
+        self._resume_point: Optional[State] = None
+        self._exhausted = False
+        self._init_runtime()
+        self._reset_position()
+        _live.add(self)
 
     # -- configuration helpers -------------------------------------------------------------------------------------
 
@@ -295,6 +302,17 @@ class Loader(_Base):
             raise ValueError("device needs torch tensors (return_tensors='pt')")
         return torch.device(device)
 
+    # -- process safety --------------------------------------------------------------------------------------------
+    #
+    # A Loader is a description until it is iterated: the channel, the stream and the ring belong to the process
+    # that opened them (``_pid``) and are made lazily. A copy of the object — pickled to a spawn/forkserver
+    # DataLoader worker, or inherited by a forked one — carries the description and the position of the stream it
+    # was copied from (``_resume_point``: ``next()`` continues there, ``state_dict()`` reports it, a new ``for``
+    # loop starts the epoch as the original's would), never the connection. Before a fork (os.register_at_fork)
+    # every Loader of the process ends its stream and closes its channel, keeping its position (its next batch
+    # comes from a reopened stream, exactly where it stood), so that no gRPC call is live while gRPC's fork support
+    # re-creates gRPC in the child; the child never touches what it inherited (parked in ``_inherited``).
+
     def _init_runtime(self) -> None:
         """Per-process state: never pickled, rebuilt in a forked or spawned DataLoader worker."""
         self._pid = os.getpid()
@@ -306,33 +324,70 @@ class Loader(_Base):
         self._trained_tokens = 0  # SFT datasets: labels other than -100 handed out
         self._real_tokens = 0  # and the real (unpadded) tokens beside them
         self._source_tokens: Dict[str, int] = {}
-        self._exhausted = False
-        # Where the current (or last) stream of this epoch stands.
+
+    def _reset_position(self) -> None:
+        """Forgets where the current (or last) stream of this epoch stands."""
         self._opened: Optional[pb.Opened] = None
         self._worker_index = 0
         self._base_consumed = 0  # the global consumed count when the stream opened
         self._handed: Optional[int] = None  # rank_step of the last batch handed out by the stream
 
+    def _copied_position(self) -> Optional[State]:
+        """The position a copy of this object continues from: the live stream's state, if one is open."""
+        if self._opened is not None and not self._exhausted:
+            return self.state_dict()
+        return self._resume_point
+
     def __getstate__(self) -> Dict[str, Any]:
-        d = dict(self.__dict__)
+        d = {k: v for k, v in self.__dict__.items() if k not in _RUNTIME_FIELDS}
         # A spawned DataLoader worker has no torch.distributed: pin the rank now, in the parent.
         d["_rank"], d["_world"] = self._rank_world()
-        for k in ("_channel", "_stub", "_stream", "_stats", "_opened", "_source_rows", "_source_tokens"):
-            d.pop(k, None)
+        d["_resume_point"] = self._copied_position()
+        # Protocol messages are not pickled (their classes are an implementation detail): their bytes are.
+        d["_policy"] = self._policy.SerializeToString()
         return d
 
     def __setstate__(self, d: Dict[str, Any]) -> None:
         self.__dict__.update(d)
+        self._policy = pb.BatchPolicy.FromString(d["_policy"])
         self._init_runtime()
+        self._reset_position()
+        _live.add(self)
 
     def _forked(self) -> bool:
-        """Whether this object was inherited from a parent process (DataLoader's fork): drop the parent's channel
-        and stream without touching them (their threads live only in the parent)."""
+        """Whether this object was inherited from a parent process by a fork the at-fork hook did not see (a fork
+        made outside Python's os.fork): adopt it as a copy."""
         if self._pid == os.getpid():
             return False
-        _inherited.append((self._channel, self._stream))
-        self._init_runtime()
+        self._adopt_after_fork()
         return True
+
+    def _park_before_fork(self) -> None:
+        """In a process about to fork: end this object's stream and close its channel, so that no gRPC call or
+        connection of this process is live while the child starts; ``next()`` reopens where it stood."""
+        if self._pid != os.getpid():
+            return
+        if self._stream is not None:
+            self._resume_point = self._copied_position()
+            self._close_stream()
+            self._reset_position()
+        if self._channel is not None:
+            ch, self._channel, self._stub = self._channel, None, None
+            ch.close()
+
+    def _adopt_after_fork(self) -> None:
+        """In a forked child: park the parent's channel, stream and ring untouched, keep the position."""
+        if self._pid == os.getpid():
+            return
+        global _warned_fork
+        if not _warned_fork and not grpc_fork_safe():
+            _warned_fork = True
+            log.warning("gload: a forked child of a process that used gRPC, with grpcio %s: gRPC may abort here "
+                        "(fixed by grpcio >= 1.85); use the spawn or forkserver start method", grpc.__version__)
+        self._resume_point = self._copied_position()
+        _inherited.append((self._channel, self._stub, self._stream))
+        self._init_runtime()
+        self._reset_position()
 
     def _rank_world(self) -> Tuple[int, int]:
         rank, world = self._rank, self._world
@@ -357,6 +412,8 @@ class Loader(_Base):
         self._forked()
         if self._stub is None:
             self._channel = open_channel(self._target, self._auth_token, options=[
+                # Never share a connection with another channel of this process.
+                ("grpc.use_local_subchannel_pool", 1),
                 ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", 1 << 20),
                 ("grpc.initial_reconnect_backoff_ms", 100),
@@ -448,6 +505,8 @@ class Loader(_Base):
         """Starts an epoch (from its beginning, or from the state given to :meth:`load_state_dict`) and returns its
         iterator. Iterating the loader again starts the epoch again; iterating the returned iterator again goes
         on where it stands."""
+        self._forked()
+        self._resume_point = None
         self._start(self.connect_timeout)
         self._stats.reset_step_clock()
         return Epoch(self)
@@ -461,6 +520,8 @@ class Loader(_Base):
         if self._forked() or self._stream is None:
             if self._exhausted:
                 raise StopIteration
+            if self._resume_point is not None:  # a copy (or a stream parked for a fork) continues where it stood
+                self._pending, self._resume_point = self._resume_point, None
             self._start(self.connect_timeout)
         t0, step = self._stats.begin()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -536,6 +597,7 @@ class Loader(_Base):
             self._close_stream()
             self._opened = None
             self._handed = None
+            self._resume_point = None
         self.epoch = int(epoch)
         self._exhausted = False
 
@@ -553,6 +615,8 @@ class Loader(_Base):
             return self._state_after(int(batches))
         if self._pending is not None and self._pending["epoch"] == self.epoch:
             return dict(self._pending)
+        if self._opened is None and self._resume_point is not None:
+            return dict(self._resume_point)
         o = self._opened
         if o is None:
             return self._state_after(0)
@@ -603,6 +667,7 @@ class Loader(_Base):
         self._close_stream()
         self._opened = None
         self._handed = None
+        self._resume_point = None
         self._exhausted = False
         self.epoch = st["epoch"]
         self._pending = st
@@ -788,4 +853,45 @@ def _refuse_auto_batching(caller: Any) -> None:
 # Channels and streams inherited by forked processes: kept referenced so that they are never finalised in a
 # process whose gRPC threads they do not own.
 _inherited: List[Any] = []
+# Fields that belong to the process that made them: never pickled.
+_RUNTIME_FIELDS = ("_pid", "_channel", "_stub", "_stream", "_stats", "_opened", "_worker_index", "_base_consumed",
+                   "_handed", "_source_rows", "_source_tokens", "_trained_tokens", "_real_tokens")
+# Every Loader of this process, for the at-fork hooks.
+_live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
+
+
+def grpc_fork_safe() -> bool:
+    """Whether this grpcio survives forks of a process that used it (re-created in the child): 1.85 does (tested);
+    1.51 aborts in the child now and then."""
+    try:
+        major, minor = (int(x) for x in grpc.__version__.split(".")[:2])
+    except ValueError:
+        return True
+    return (major, minor) >= (1, 85)
+
+
+_warned_fork = False
+
+
+def _before_fork() -> None:
+    if not _live:
+        return
+    for loader in list(_live):
+        try:
+            loader._park_before_fork()
+        except Exception as e:  # noqa: BLE001 - a fork must not fail because a stream did not end cleanly
+            log.warning("gload: parking %r before fork: %s", loader, e)
+    # gRPC's fork support re-creates gRPC in the child only if no gRPC object is left alive in the parent (else the
+    # child exits with 64, "Failed to shutdown gRPC Core after fork()"): closed calls and channels caught in
+    # reference cycles are collected now.
+    gc.collect()
+
+
+def _after_fork_in_child() -> None:
+    for loader in list(_live):
+        loader._adopt_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 

@@ -10,6 +10,8 @@ from typing import List
 import numpy as np
 import pytest
 
+if os.environ.get("GLOAD_REQUIRE_TORCH"):  # make test-py sets it for the stack that has torch: fail, never skip
+    import torch  # noqa: F401
 torch = pytest.importorskip("torch")
 if os.environ.get("GLOAD_NO_TORCH"):
     pytest.skip("GLOAD_NO_TORCH is set", allow_module_level=True)
@@ -134,3 +136,19 @@ def test_cuda_ring_pinned(server):
     with make(server, "shm", device="cuda", batch_size=4) as l:
         next(iter(l))
         assert l._stream.ring.pinned, "cudaHostRegister of the ring failed"
+
+
+@pytest.mark.parametrize("ctx", ["fork", "spawn", "forkserver"])
+def test_dataloader_every_start_method(server, datasets, ctx):
+    """DataLoader(num_workers=2, multiprocessing_context=ctx): the Loader pickles (spawn, forkserver) or is inherited
+    (fork) by its workers, which open their own streams: exactly one epoch, in plan order."""
+    from gload.loader import grpc_fork_safe
+
+    if ctx == "fork" and not grpc_fork_safe():
+        pytest.skip(f"grpcio {gload.loader.grpc.__version__} < 1.85 aborts in forked children; use spawn")
+    ds = make(server, "shm", batch_size=4)
+    assert len(ds) > 0  # the parent used gRPC before the workers start
+    bs = list(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=ctx))
+    with make(server, "shm", batch_size=4) as single:
+        assert rows_of(bs) == rows_of(single)
+    ds.close()
