@@ -65,10 +65,16 @@ test-race:
 # (.venv-oldest: grpcio 1.51, protobuf 4.21, numpy 1.24, Debian's CPU torch 1.13) stacks. Skips are listed with their
 # reasons (-rs). torch tests skip where torch is absent (.venv: PyPI's torch 2.x wheels pull ~3 GB of CUDA libraries);
 # in CI (CI=true) the torch and DDP groups must run in .venv-oldest: a whole group skipping fails the run.
-PYTEST    := -m pytest -q -rs -p no:cacheprovider tests
+# A test that hangs fails after 300 s (pytest-timeout, with every thread's stack); a suite that hangs anyway (a
+# wedged fixture) is ended after 30 min. The third run: forked DataLoader workers (torch's default start method) of
+# a parent that used gRPC, with the first grpcio that works there (.venv-forksafe, Debian's torch).
+PYTEST    := -m pytest -q -rs -p no:cacheprovider --timeout=300 tests
+SUITE_CAP := timeout --kill-after=30 1800
 test-py: build
-	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),ray_tokenize) $(abspath $(PYTHON)) $(PYTEST)
-	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),torch$(comma)ddp) $(abspath .venv-oldest/bin/python) $(PYTEST)
+	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),ray_tokenize) $(SUITE_CAP) $(abspath $(PYTHON)) $(PYTEST)
+	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),torch$(comma)ddp) $(SUITE_CAP) $(abspath .venv-oldest/bin/python) $(PYTEST)
+	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),torch$(comma)process_safety) $(SUITE_CAP) $(abspath .venv-forksafe/bin/python) \
+		$(PYTEST:tests=tests/test_process_safety.py tests/test_torch.py)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokenize/...

@@ -23,7 +23,7 @@ step() {
 need go
 need python3
 step "go mod download" go mod download
-if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import pyarrow, datasets, tokenizers, numpy, pytest, grpc, google.protobuf' 2>/dev/null; then
+if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import pyarrow, datasets, tokenizers, numpy, pytest, pytest_timeout, grpc, google.protobuf' 2>/dev/null; then
 	python3 -m venv .venv
 	step "pip install .ci/requirements.txt into .venv (about 250 MB from PyPI, and ray: about 50 s and 285 MB more)" \
 		.venv/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements.txt
@@ -50,12 +50,21 @@ if [[ ${SETUP_TEST:-0} == 1 ]]; then
 	if [[ ! -x .venv-oldest/bin/python ]]; then
 		/usr/bin/python3 -m venv --system-site-packages .venv-oldest
 	fi
-	if ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest, datasets, transformers, accelerate, torchdata' 2>/dev/null; then
+	if ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest, pytest_timeout, datasets, transformers, accelerate, torchdata' 2>/dev/null; then
 		echo "setup: installing .venv-oldest (.ci/requirements-oldest*.txt: grpcio, protobuf, numpy, datasets, transformers, accelerate, torchdata)"
 		t0=$SECONDS
 		.venv-oldest/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-oldest.txt
 		.venv-oldest/bin/pip install --quiet --disable-pip-version-check --no-deps -r .ci/requirements-oldest-nodeps.txt
 		echo "setup: .venv-oldest ready in $((SECONDS - t0)) s"
+	fi
+	# Forked DataLoader workers of a process that used gRPC need grpcio >= 1.85 (older ones abort or hang there;
+	# gload refuses them with ForkUnsafe): the fork tests run with Debian's torch and that grpcio (a few MB).
+	if [[ ! -x .venv-forksafe/bin/python ]]; then
+		/usr/bin/python3 -m venv --system-site-packages .venv-forksafe
+	fi
+	if ! .venv-forksafe/bin/python -c 'import grpc, google.protobuf, pytest, pytest_timeout, sys; sys.exit(grpc.__version__ != "1.85.3")' 2>/dev/null; then
+		step "pip install .ci/requirements-forksafe.txt into .venv-forksafe (grpcio 1.85 beside Debian's torch)" \
+			.venv-forksafe/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-forksafe.txt
 	fi
 fi
 if [[ ${SETUP_TEST:-0} == 1 ]]; then

@@ -11,6 +11,8 @@ from typing import Any, Optional, Sequence, Tuple
 
 import grpc
 
+from .errors import ForkUnsafe
+
 ENV_ADDR = "GLOAD_ADDR"
 ENV_TOKEN = "GLOAD_AUTH_TOKEN"
 ENV_TOKEN_FILE = "GLOAD_AUTH_TOKEN_FILE"
@@ -113,8 +115,55 @@ class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
         return continuation(self._details(client_call_details), request_iterator)
 
 
+# -- fork safety ----------------------------------------------------------------------------------------------------
+#
+# gRPC keeps process-wide state (threads, locks, pollers) from the first channel on. A process forked from one that
+# had started gRPC inherits that state without its threads: grpcio >= 1.85 re-creates what it needs in the child
+# (tested: pyclient/tests/test_process_safety.py, hundreds of forks with streams live in the parent), older grpcio
+# aborts (abseil "Mutex::Fer", 1.51-1.62) or hangs at the first call (1.68-1.80; e.g. after a single failed
+# connection attempt in the parent), with GRPC_ENABLE_FORK_SUPPORT=0 as with =1. gload therefore refuses, with a
+# clear error and before touching gRPC, to open a channel in such a child with such a grpcio.
+
+_FORK_SAFE_GRPC = (1, 85)
+_started_in_pid: Optional[int] = None  # the process that opened a channel through open_channel
+_forked_from_grpc = False  # this process is a fork child of one that had started gRPC
+
+
+def grpc_fork_safe(version: Optional[str] = None) -> bool:
+    """Whether this grpcio (or ``version``) works in a process forked from one that had used it."""
+    try:
+        major, minor = (int(x) for x in (version or grpc.__version__).split(".")[:2])
+    except ValueError:
+        return True
+    return (major, minor) >= _FORK_SAFE_GRPC
+
+
+def _after_fork_in_child() -> None:
+    global _forked_from_grpc
+    if _started_in_pid is not None:
+        _forked_from_grpc = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def check_fork_safe(what: str = "gload") -> None:
+    """Raises ForkUnsafe in a fork child of a gRPC-using process when this grpcio cannot work there."""
+    if _forked_from_grpc and not grpc_fork_safe():
+        raise ForkUnsafe(
+            f"{what}: this process (pid {os.getpid()}) was forked from one that had already talked to a gload server, "
+            f"and grpcio {grpc.__version__} cannot be used after such a fork (it aborts or hangs in the child; "
+            f"grpcio >= {'.'.join(map(str, _FORK_SAFE_GRPC))} can). Use DataLoader(..., "
+            "multiprocessing_context='spawn' or 'forkserver'), upgrade grpcio, or do not use the Loader in the "
+            "parent before its workers start")
+
+
 def open_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = ()) -> grpc.Channel:
     """A plaintext channel to ``target`` that sends ``token`` (None: no token) with every call."""
+    global _started_in_pid
+    check_fork_safe(f"channel to {target}")
+    _started_in_pid = os.getpid()
     ch = grpc.insecure_channel(target, options=list(options))
     if token:
         ch = grpc.intercept_channel(ch, _Bearer(token))

@@ -72,3 +72,8 @@ def translate(err: grpc.RpcError, addr: str, what: str) -> GloadError:
         if detail.startswith("resume."):
             return InvalidArgument(msg)
     return StreamError(f"{msg} ({code.name if code else 'unknown status'})")
+
+
+class ForkUnsafe(GloadError, RuntimeError):
+    """A forked process (a DataLoader worker under the fork start method) of one that had used gRPC, with a grpcio
+    that cannot work there: use the spawn or forkserver start method, or a newer grpcio."""

@@ -18,7 +18,7 @@ import grpc
 import numpy as np
 
 from ._channel import auth_token as _auth_token
-from ._channel import open_channel, resolve
+from ._channel import grpc_fork_safe, open_channel, resolve  # noqa: F401 - grpc_fork_safe for users and tests
 from . import _keys
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
@@ -310,8 +310,9 @@ class Loader(_Base):
     # was copied from (``_resume_point``: ``next()`` continues there, ``state_dict()`` reports it, a new ``for``
     # loop starts the epoch as the original's would), never the connection. Before a fork (os.register_at_fork)
     # every Loader of the process ends its stream and closes its channel, keeping its position (its next batch
-    # comes from a reopened stream, exactly where it stood), so that no gRPC call is live while gRPC's fork support
-    # re-creates gRPC in the child; the child never touches what it inherited (parked in ``_inherited``).
+    # comes from a reopened stream, exactly where it stood), so that no gRPC call is live across the fork; the child
+    # never touches what it inherited (parked in ``_inherited``) and opens its own channel — where this grpcio can
+    # (gload._channel.grpc_fork_safe), else it raises ForkUnsafe before touching gRPC.
 
     def _init_runtime(self) -> None:
         """Per-process state: never pickled, rebuilt in a forked or spawned DataLoader worker."""
@@ -379,11 +380,6 @@ class Loader(_Base):
         """In a forked child: park the parent's channel, stream and ring untouched, keep the position."""
         if self._pid == os.getpid():
             return
-        global _warned_fork
-        if not _warned_fork and not grpc_fork_safe():
-            _warned_fork = True
-            log.warning("gload: a forked child of a process that used gRPC, with grpcio %s: gRPC may abort here "
-                        "(fixed by grpcio >= 1.85); use the spawn or forkserver start method", grpc.__version__)
         self._resume_point = self._copied_position()
         _inherited.append((self._channel, self._stub, self._stream))
         self._init_runtime()
@@ -860,19 +856,6 @@ _RUNTIME_FIELDS = ("_pid", "_channel", "_stub", "_stream", "_stats", "_opened", 
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
 
 
-def grpc_fork_safe() -> bool:
-    """Whether this grpcio survives forks of a process that used it (re-created in the child): 1.85 does (tested);
-    1.51 aborts in the child now and then."""
-    try:
-        major, minor = (int(x) for x in grpc.__version__.split(".")[:2])
-    except ValueError:
-        return True
-    return (major, minor) >= (1, 85)
-
-
-_warned_fork = False
-
-
 def _before_fork() -> None:
     if not _live:
         return
@@ -881,9 +864,8 @@ def _before_fork() -> None:
             loader._park_before_fork()
         except Exception as e:  # noqa: BLE001 - a fork must not fail because a stream did not end cleanly
             log.warning("gload: parking %r before fork: %s", loader, e)
-    # gRPC's fork support re-creates gRPC in the child only if no gRPC object is left alive in the parent (else the
-    # child exits with 64, "Failed to shutdown gRPC Core after fork()"): closed calls and channels caught in
-    # reference cycles are collected now.
+    # Closed calls and channels caught in reference cycles are collected now, in the parent, rather than by a
+    # garbage collection in the child (where their gRPC threads do not exist).
     gc.collect()
 
 

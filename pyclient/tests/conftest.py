@@ -44,6 +44,11 @@ except ImportError:
 
 TRANSPORTS = ["grpc", "shm"]
 
+# DataLoader workers: forked (torch's default on Linux) where this grpcio works in a fork child of a process that
+# used gRPC (>= 1.85; this test process has), else forkserver (the Loader is pickled to workers that start from a
+# process that never used gRPC). gload refuses the fork case with ForkUnsafe there (test_process_safety.py).
+WORKERS_CONTEXT = None if gload._channel.grpc_fork_safe() else "forkserver"
+
 
 @pytest.fixture(scope="session")
 def gload_bin(tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -125,12 +130,15 @@ class Server:
     def wait_ready(self, timeout: float = 20.0) -> None:
         import grpc
 
+        from gload._channel import open_channel
+
         deadline = time.monotonic() + timeout
         while True:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"gload serve exited with {self.proc.returncode}: {self.log.read_text()}")
             try:
-                with grpc.insecure_channel(self.addr) as ch:
+                # gload's channel: a fork child of this process knows that gRPC was used here.
+                with open_channel(self.addr, None) as ch:
                     h = pb_grpc.LoaderStub(ch).Health(pb.HealthRequest(), timeout=1.0)
                     if h.serving:
                         return

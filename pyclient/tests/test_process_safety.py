@@ -16,23 +16,28 @@ import pytest
 import gload
 from conftest import TRANSPORTS, rows_of
 
-# Forked children of a process that used gRPC: safe from grpcio 1.85 (the newest stack's; 4 runs of this file, 164
-# forks with live streams, no failure); grpcio 1.51 (the oldest stack's) aborts inside gRPC core in a forked child
-# now and then whatever the client does (gRPC does not re-create its state there). See the README's process safety.
-FORK_SAFE = gload.loader.grpc_fork_safe()
+# Forked children of a process that used gRPC work from grpcio 1.85; older ones abort or hang in the child whatever
+# the client does (gload._channel says which versions, and how), so gload refuses there with ForkUnsafe
+# (test_fork_refused_clearly_on_unsafe_grpcio runs in every stack).
+FORK_SAFE = gload._channel.grpc_fork_safe()
 needs_fork_safe_grpc = pytest.mark.skipif(
-    not FORK_SAFE, reason=f"grpcio {gload.loader.grpc.__version__} < 1.85 aborts in forked children; use spawn")
+    not FORK_SAFE, reason=f"grpcio {gload.loader.grpc.__version__} < 1.85 cannot work in forked children of a gRPC "
+                          "user (gload raises ForkUnsafe: test_fork_refused_clearly_on_unsafe_grpcio)")
 
 
 def make(addr: str, transport: str = "shm", **kw) -> gload.Loader:
     kw.setdefault("connect_timeout", 5.0)
     kw.setdefault("batch_size", 4)
     kw.setdefault("return_tensors", "np")
+    kw.setdefault("keys", "all")  # index too: the tests check rows
     return gload.Loader(addr, kw.pop("dataset", "small"), transport=transport, **kw)
 
 
 def _worker_rows(loader: gload.Loader, worker: int, workers: int, out) -> None:
     """A child's share of an epoch: the loader (pickled or inherited) as worker ``worker`` of ``workers``."""
+    import faulthandler
+
+    faulthandler.dump_traceback_later(60, exit=True)  # a hung child shows where it hangs, and ends
     try:
         loader._worker, loader._workers = worker, workers
         out.put((worker, rows_of(loader), None))
@@ -132,4 +137,23 @@ def test_fork_with_live_streams_in_parent(server, live):
         with make(server.addr, epoch=i) as ref:
             assert seen == rows_of(ref), f"parent stream {i} lost or repeated batches across the forks"
         ld.close()
+    loader.close()
+
+
+def test_fork_refused_clearly_on_unsafe_grpcio(server, monkeypatch):
+    """With a grpcio that cannot work after fork (pretended here by raising the threshold), a fork child of a
+    process that used gRPC gets ForkUnsafe naming the fix, before touching gRPC: no abort, no hang."""
+    monkeypatch.setattr(gload._channel, "_FORK_SAFE_GRPC", (10**6, 0))
+    loader = make(server.addr)
+    assert len(loader) > 0  # this process used gRPC
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_worker_rows, args=(loader, 0, 1, q))
+    p.start()
+    w, rows, err = q.get(timeout=60)
+    p.join(timeout=60)
+    assert p.exitcode == 0 and rows == []
+    assert err is not None and err.startswith("ForkUnsafe: "), err
+    assert "was forked from one that had already talked to a gload server" in err
+    assert "multiprocessing_context='spawn' or 'forkserver'" in err
     loader.close()

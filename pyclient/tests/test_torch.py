@@ -17,7 +17,7 @@ if os.environ.get("GLOAD_NO_TORCH"):
     pytest.skip("GLOAD_NO_TORCH is set", allow_module_level=True)
 
 import gload  # noqa: E402
-from conftest import TRANSPORTS, rows_of  # noqa: E402
+from conftest import TRANSPORTS, WORKERS_CONTEXT, rows_of  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def test_dataloader_workers_exactly_once(server, datasets, transport):
     lens = []
     for rank in range(world):
         ds = make(server, transport, batch_size=4, rank=rank, world_size=world)
-        dl = DataLoader(ds, batch_size=None, num_workers=2)
+        dl = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=WORKERS_CONTEXT)
         bs = list(dl)
         lens.append(len(bs))
         assert len(bs) == len(ds) == len(dl)
@@ -73,26 +73,35 @@ def test_dataloader_workers_exactly_once(server, datasets, transport):
 def test_dataloader_state_in_main_process(server, datasets):
     """With workers, the main process resumes from the number of batches it took: state_dict(batches=n)."""
     ds = make(server, "shm", batch_size=4)
-    dl = DataLoader(ds, batch_size=None, num_workers=2)
+    dl = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=WORKERS_CONTEXT)
     it = iter(dl)
     first = [next(it) for _ in range(9)]
     state = ds.state_dict(batches=9)
     del it
     ds2 = make(server, "shm", batch_size=4)
     ds2.load_state_dict(state)
-    rest = list(DataLoader(ds2, batch_size=None, num_workers=1))
+    rest = list(DataLoader(ds2, batch_size=None, num_workers=1, multiprocessing_context=WORKERS_CONTEXT))
     assert sorted(rows_of(first + rest)) == list(range(datasets.rows["small"]))
     ds.close()
     ds2.close()
 
 
-def test_dataloader_after_parent_used_grpc(server):
-    """The parent talked to the server before forking workers (len(), shapes()): workers make their own channel."""
+@pytest.mark.parametrize("ctx", ["fork", "forkserver"])
+def test_dataloader_after_parent_used_grpc(server, ctx):
+    """The parent talked to the server before its workers start (len(), shapes()): workers make their own channel.
+    With a grpcio that cannot work after fork, a forked worker fails at once with ForkUnsafe (never aborts, hangs)."""
     ds = make(server, "grpc", batch_size=16)
+    if ctx == "fork" and not gload._channel.grpc_fork_safe():
+        len(ds)
+        with pytest.raises(Exception, match="cannot be used after such a fork") as e:
+            list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork"))
+        assert "multiprocessing_context='spawn' or 'forkserver'" in str(e.value)
+        ds.close()
+        return
     n = len(ds)
     ds.shapes()
     for _ in range(2):  # two epochs: new workers each time
-        assert len(list(DataLoader(ds, batch_size=None, num_workers=2))) == n
+        assert len(list(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=WORKERS_CONTEXT))) == n
     ds.close()
 
 
@@ -145,7 +154,8 @@ def test_dataloader_every_start_method(server, datasets, ctx):
     from gload.loader import grpc_fork_safe
 
     if ctx == "fork" and not grpc_fork_safe():
-        pytest.skip(f"grpcio {gload.loader.grpc.__version__} < 1.85 aborts in forked children; use spawn")
+        pytest.skip(f"grpcio {gload.loader.grpc.__version__} < 1.85 cannot work in forked children of a gRPC user "
+                    "(gload raises ForkUnsafe: test_dataloader_after_parent_used_grpc[fork])")
     ds = make(server, "shm", batch_size=4)
     assert len(ds) > 0  # the parent used gRPC before the workers start
     bs = list(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=ctx))

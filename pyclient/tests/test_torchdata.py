@@ -19,13 +19,14 @@ except ImportError:
     pytest.skip("torchdata not importable", allow_module_level=True)
 
 import gload  # noqa: E402
-from conftest import rows_of  # noqa: E402
+from conftest import WORKERS_CONTEXT, rows_of  # noqa: E402
 from gload.torchdata import loader_state  # noqa: E402
 
 
 def sdl(loader, workers):
     # timeout: a forked worker whose gRPC connection never comes up (seen under heavy load) fails instead of hanging
-    return StatefulDataLoader(loader, batch_size=None, num_workers=workers, timeout=120 if workers else 0)
+    return StatefulDataLoader(loader, batch_size=None, num_workers=workers, timeout=120 if workers else 0,
+                              multiprocessing_context=WORKERS_CONTEXT if workers else None)
 
 
 def make(server):
