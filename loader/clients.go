@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -108,15 +109,17 @@ func (t *clientTable) close(k clientKey) {
 
 // report records a step report (and hands it to the watch) and returns the
 // new wait share.
-func (t *clientTable) report(k clientKey, wait, step time.Duration, clientTime time.Time) float64 {
-	share := t.record(k, wait, step, clientTime)
+func (t *clientTable) report(k clientKey, wait, step time.Duration, clientTime time.Time, steps int) float64 {
+	share := t.record(k, wait, step, clientTime, steps)
 	if t.onReport != nil {
 		t.onReport(k.id, wait, step, clientTime)
 	}
 	return share
 }
 
-func (t *clientTable) record(k clientKey, wait, step time.Duration, clientTime time.Time) float64 {
+// record takes one report of the mean wait and step over steps steps (a
+// coalesced report counts as that many: the moving averages move as far).
+func (t *clientTable) record(k clientKey, wait, step time.Duration, clientTime time.Time, steps int) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.get(k)
@@ -128,10 +131,11 @@ func (t *clientTable) record(k clientKey, wait, step time.Duration, clientTime t
 	if s.Reports == 0 {
 		s.WaitShare, s.MeanStep = share, step
 	} else {
-		s.WaitShare += ewmaAlpha * (share - s.WaitShare)
-		s.MeanStep += time.Duration(ewmaAlpha * float64(step-s.MeanStep))
+		alpha := 1 - math.Pow(1-ewmaAlpha, float64(max(steps, 1)))
+		s.WaitShare += alpha * (share - s.WaitShare)
+		s.MeanStep += time.Duration(alpha * float64(step-s.MeanStep))
 	}
-	s.Reports++
+	s.Reports += uint64(max(steps, 1))
 	s.LastWait, s.LastStep = wait, step
 	s.LastReport = c.seen
 	if !clientTime.IsZero() {

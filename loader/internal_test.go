@@ -141,11 +141,11 @@ func TestClientTable(t *testing.T) {
 	k := clientKey{"d", "x"}
 	cs := tab.open(k)
 	cs.queue.Add(3)
-	share := tab.report(k, 10*time.Millisecond, 30*time.Millisecond, now.Add(-time.Second))
+	share := tab.report(k, 10*time.Millisecond, 30*time.Millisecond, now.Add(-time.Second), 1)
 	if share != 0.25 {
 		t.Fatalf("share %v", share)
 	}
-	share = tab.report(k, 0, 40*time.Millisecond, time.Time{})
+	share = tab.report(k, 0, 40*time.Millisecond, time.Time{}, 1)
 	if share != 0.25*0.9 {
 		t.Fatalf("share %v", share)
 	}

@@ -80,7 +80,7 @@ func (s *Server) Report(stream gloadpb.Loader_ReportServer) error {
 		if us := r.GetClientTimeUnixUs(); us != 0 {
 			ct = time.UnixMicro(us)
 		}
-		s.clients.report(key, usDuration(r.GetWaitUs()), usDuration(r.GetStepUs()), ct)
+		s.clients.report(key, usDuration(r.GetWaitUs()), usDuration(r.GetStepUs()), ct, int(r.GetSteps()))
 		steps++
 		return nil
 	}

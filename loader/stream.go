@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -73,8 +74,11 @@ type credits struct {
 	out    map[uint64]int32 // seq → slot
 	closed bool
 	slots  bool
-	free   chan int32 // one entry per batch the server may still send
-	depth  func(delta int)
+	// doorbell: slots come back through the ring's released word
+	// (watchReleases), never through ack messages.
+	doorbell bool
+	free     chan int32 // one entry per batch the server may still send
+	depth    func(delta int)
 }
 
 // newCredits returns n credits: slots 0…n-1 when slots, else n times -1.
@@ -173,6 +177,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		st.queue.Add(float64(d))
 		st.client.queue.Add(int64(d))
 	})
+	cr.doorbell = useShm && c.open.GetShmDoorbell()
 	s.streams.Add(1)
 	s.metrics.streams.WithLabelValues(c.ds.name).Inc()
 	defer func() {
@@ -198,7 +203,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	var ring *shm.Ring
 	var layout shm.Layout
 	if useShm {
-		if ring, layout, err = s.createRing(c, prefetch); err != nil {
+		if ring, layout, err = s.createRing(c, prefetch, c.open.GetShmDoorbell()); err != nil {
 			return err
 		}
 		defer func() {
@@ -211,6 +216,13 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 			InputIds: uint64(layout.InputIDs), Lengths: uint64(layout.Lengths), Index: uint64(layout.Index),
 			PositionIds: uint64(layout.PositionIDs), CuSeqlens: uint64(layout.CuSeqlens), Labels: uint64(layout.Labels),
 		}
+		if off, n := ring.ControlOffset(); n > 0 {
+			opened.ControlOffset, opened.ControlBytes = uint64(off), uint64(n)
+		}
+	}
+	var bell *shm.Doorbell
+	if ring != nil {
+		bell = ring.Doorbell()
 	}
 	opened.Labels = storesLabels(c.ds.tokens())
 	if err := stream.Send(&gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_Opened{Opened: opened}}); err != nil {
@@ -225,6 +237,20 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		defer s.wg.Done()
 		recvDone <- s.receive(stream, cr, st)
 	}()
+	bellDone := make(chan error, 1)
+	if bell != nil {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		exited := make(chan struct{})
+		// Runs before the ring is unmapped (defers run last first): the
+		// watcher reads the ring's memory until it has exited.
+		defer func() { stopWatch(); <-exited }()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer close(exited)
+			bellDone <- watchReleases(watchCtx, bell, cr, len(c.assigned))
+		}()
+	}
 	var recvErr error
 	recvEnded := false
 	onRecv := func(err error) error {
@@ -251,6 +277,8 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 			return status.FromContextError(ctx.Err()).Err()
 		case err := <-recvDone:
 			return onRecv(err)
+		case err := <-bellDone:
+			return err
 		case <-s.abort.Done():
 			return status.Error(codes.Unavailable, "server is shutting down")
 		}
@@ -270,7 +298,13 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		}
 		n := wb.len() + wb.inSlot
 		cr.sent(h.seq, slot)
-		if err := stream.SendMsg(wb); err != nil {
+		if bell != nil {
+			// The batch is announced in the ring itself: no message.
+			n = wb.inSlot
+			bell.Publish(int(slot), shm.Header{Seq: h.seq, Global: h.global, RankStep: h.rankStep, Rows: wb.rows,
+				Length: wb.length, Pieces: wb.pieces, CuLen: wb.cuLen, Trained: wb.trained})
+			wb.release()
+		} else if err := stream.SendMsg(wb); err != nil {
 			wb.release()
 			return err
 		}
@@ -314,6 +348,9 @@ func (s *Server) receive(stream gloadpb.Loader_BatchesServer, cr *credits, st *s
 		}
 		switch v := m.Msg.(type) {
 		case *gloadpb.ClientMessage_Ack:
+			if cr.doorbell {
+				return status.Error(codes.InvalidArgument, "ack: this stream returns slots through the ring's released word (shm_doorbell), not ack messages")
+			}
 			if err := cr.ack(v.Ack.GetSeq(), v.Ack.GetSlot()); err != nil {
 				return err
 			}
@@ -321,11 +358,12 @@ func (s *Server) receive(stream gloadpb.Loader_BatchesServer, cr *credits, st *s
 			r := v.Report
 			wait := time.Duration(r.GetWaitUs()) * time.Microsecond
 			step := time.Duration(r.GetStepUs()) * time.Microsecond
+			steps := max(int(r.GetSteps()), 1)
 			var ct time.Time
 			if r.GetClientTimeUnixUs() != 0 {
 				ct = time.UnixMicro(r.GetClientTimeUnixUs())
 			}
-			share := s.clients.report(st.key, wait, step, ct)
+			share := s.clients.report(st.key, wait, step, ct, steps)
 			st.wait.Observe(wait.Seconds())
 			st.step.Observe(step.Seconds())
 			st.share.Set(share)
@@ -434,13 +472,17 @@ func limitName(err error) string {
 
 // createRing makes the shared-memory ring of a stream: slots = the granted
 // prefetch depth, each sized for the largest batch the consumer can get.
-func (s *Server) createRing(c *consumer, slots int) (*shm.Ring, shm.Layout, error) {
+func (s *Server) createRing(c *consumer, slots int, doorbell bool) (*shm.Ring, shm.Layout, error) {
 	need := ringNeed(c)
 	layout, err := shm.NewLayout(need)
 	if err != nil {
 		return nil, shm.Layout{}, status.Errorf(codes.InvalidArgument, "transport: shm: %v", err)
 	}
-	ring, err := shm.Create(s.cfg.ShmDir, slots, layout.SlotBytes)
+	create := shm.Create
+	if doorbell {
+		create = shm.CreateWithDoorbell
+	}
+	ring, err := create(s.cfg.ShmDir, slots, layout.SlotBytes)
 	if err != nil {
 		code := codes.FailedPrecondition
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.ENOMEM) {

@@ -77,6 +77,8 @@ type wireBatch struct {
 	payload int
 	// inSlot is the byte count written to a shared-memory slot (for metrics).
 	inSlot int
+	// The shape of a slot batch, for the ring's doorbell header.
+	rows, length, pieces, cuLen, trained uint32
 }
 
 // errSpent means a wireBatch was marshalled twice.

@@ -27,18 +27,29 @@ type Ring struct {
 	slots     int
 	slotBytes int64
 
-	mu  sync.Mutex
-	mem []byte // nil once closed
+	mu      sync.Mutex
+	mem     []byte // nil once closed
+	control int64  // bytes of the control region after the slots (0: none)
 }
 
 // Create makes a new ring file in dir (mode 0600, a unique gload- name
 // carrying this process's pid and start time), reserves its space (so that a
 // full tmpfs fails here rather than faulting later) and maps it read-write.
 func Create(dir string, slots int, slotBytes int64) (*Ring, error) {
+	return create(dir, slots, slotBytes, 0)
+}
+
+// CreateWithDoorbell is [Create] with a control region after the slots
+// ([ControlBytes] of them) for the [Doorbell] hand-off.
+func CreateWithDoorbell(dir string, slots int, slotBytes int64) (*Ring, error) {
+	return create(dir, slots, slotBytes, ControlBytes(slots))
+}
+
+func create(dir string, slots int, slotBytes, control int64) (*Ring, error) {
 	if slots < 1 || slotBytes < 1 || slotBytes%SlotAlign != 0 || slotBytes > MaxSlotBytes || int64(slots) > MaxRingBytes/slotBytes {
 		return nil, fmt.Errorf("%w: create ring in %s: %d slots of %d bytes", ErrLayout, dir, slots, slotBytes)
 	}
-	size := int64(slots) * slotBytes
+	size := int64(slots)*slotBytes + control
 	if size > int64(^uint(0)>>1) {
 		return nil, fmt.Errorf("%w: create ring in %s: %d bytes do not fit the address space", ErrLayout, dir, size)
 	}
@@ -69,7 +80,7 @@ func Create(dir string, slots int, slotBytes int64) (*Ring, error) {
 	if err := f.Close(); err != nil {
 		return nil, errors.Join(fmt.Errorf("close ring %s: %w", path, err), unix.Munmap(mem), os.Remove(path))
 	}
-	return &Ring{path: path, slots: slots, slotBytes: slotBytes, mem: mem}, nil
+	return &Ring{path: path, slots: slots, slotBytes: slotBytes, mem: mem, control: control}, nil
 }
 
 // reserve allocates size bytes for the file: fallocate where the file system
@@ -82,7 +93,28 @@ func reserve(fd int, size int64) error {
 	return err
 }
 
-// Path returns the ring file's path.
+// ControlOffset returns where the control region starts in the file (the
+// end of the slots) and its size; 0, 0 for a ring without one.
+func (r *Ring) ControlOffset() (offset, size int64) {
+	if r.control == 0 {
+		return 0, 0
+	}
+	return int64(r.slots) * r.slotBytes, r.control
+}
+
+// Doorbell returns the ring's control region as a [Doorbell] (nil for a ring
+// made by [Create], or once closed).
+func (r *Ring) Doorbell() *Doorbell {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil || r.control == 0 {
+		return nil
+	}
+	off := int64(r.slots) * r.slotBytes
+	return &Doorbell{mem: r.mem[off : off+r.control : off+r.control], slots: r.slots}
+}
+
+// Path returns the ring's file path.
 func (r *Ring) Path() string { return r.path }
 
 // Slots returns the number of slots.

@@ -2,6 +2,7 @@ package shm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -350,5 +351,43 @@ func BenchmarkSweep(b *testing.B) {
 		if _, err := Sweep(dir); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDoorbell: the control region's size and word positions, Publish's
+// fields with the sequence word, and Released reading the client's word.
+func TestDoorbell(t *testing.T) {
+	for _, tc := range []struct{ slots, want int }{{1, 4096}, {8, 4096}, {63, 4096}, {64, 8192}} {
+		if got := ControlBytes(tc.slots); got != int64(tc.want) {
+			t.Errorf("ControlBytes(%d) = %d, want %d", tc.slots, got, tc.want)
+		}
+	}
+	r, err := CreateWithDoorbell(t.TempDir(), 3, SlotAlign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if off, n := r.ControlOffset(); off != 3*SlotAlign || n != 4096 {
+		t.Fatalf("ControlOffset = %d, %d", off, n)
+	}
+	d := r.Doorbell()
+	d.Publish(2, Header{Seq: 5, Global: 7, RankStep: 9, Rows: 4, Length: 128, Pieces: 6, CuLen: 8, Trained: 300})
+	ctl := r.mem[3*SlotAlign:]
+	word := func(i int) uint64 { return binary.LittleEndian.Uint64(ctl[i*8:]) }
+	base := (HeaderStart + 2*HeaderBytes) / 8
+	want := []uint64{6, 7, 9, 4 | 128<<32, 6 | 8<<32, 300}
+	for i, w := range want {
+		if got := word(base + i); got != w {
+			t.Errorf("header word %d = %d, want %d", i, got, w)
+		}
+	}
+	binary.LittleEndian.PutUint64(ctl, 4)
+	if got := d.Released(); got != 4 {
+		t.Fatalf("Released = %d, want 4", got)
+	}
+	if plain, _ := Create(t.TempDir(), 1, SlotAlign); plain.Doorbell() != nil {
+		t.Fatal("a ring without control region has a doorbell")
+	} else {
+		plain.Close()
 	}
 }

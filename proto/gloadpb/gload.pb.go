@@ -358,8 +358,13 @@ type Open struct {
 	EpochUntil             string           `protobuf:"bytes,54,opt,name=epoch_until,json=epochUntil,proto3" json:"epoch_until,omitempty"`                                        // the epoch ends when this source has been seen exactly once
 	AllowTokenizerMismatch bool             `protobuf:"varint,55,opt,name=allow_tokenizer_mismatch,json=allowTokenizerMismatch,proto3" json:"allow_tokenizer_mismatch,omitempty"` // mix sources whose tokenizer hashes differ
 	SingleSourceBatches    bool             `protobuf:"varint,56,opt,name=single_source_batches,json=singleSourceBatches,proto3" json:"single_source_batches,omitempty"`          // bucketed/tokens: every batch holds rows of one source
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// shm hand-off without a message per batch (issue 14): the server publishes each batch in the ring's control
+	// region (a sequence word per slot, written after the payload) and the client returns slots by advancing a word
+	// there; the stream then carries only opened, end, errors and coalesced reports. A server that does not know the
+	// field sends batch messages as before (Opened.control_offset is then 0).
+	ShmDoorbell   bool `protobuf:"varint,60,opt,name=shm_doorbell,json=shmDoorbell,proto3" json:"shm_doorbell,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Open) Reset() {
@@ -521,6 +526,13 @@ func (x *Open) GetAllowTokenizerMismatch() bool {
 func (x *Open) GetSingleSourceBatches() bool {
 	if x != nil {
 		return x.SingleSourceBatches
+	}
+	return false
+}
+
+func (x *Open) GetShmDoorbell() bool {
+	if x != nil {
+		return x.ShmDoorbell
 	}
 	return false
 }
@@ -715,6 +727,7 @@ type StepReport struct {
 	WaitUs           uint64                 `protobuf:"varint,2,opt,name=wait_us,json=waitUs,proto3" json:"wait_us,omitempty"`                                   // time the loop waited for that batch
 	StepUs           uint64                 `protobuf:"varint,3,opt,name=step_us,json=stepUs,proto3" json:"step_us,omitempty"`                                   // time the step took (excluding the wait)
 	ClientTimeUnixUs int64                  `protobuf:"varint,4,opt,name=client_time_unix_us,json=clientTimeUnixUs,proto3" json:"client_time_unix_us,omitempty"` // client clock, for skew detection
+	Steps            uint32                 `protobuf:"varint,60,opt,name=steps,proto3" json:"steps,omitempty"`                                                  // coalesced reports: wait_us and step_us are means over this many steps (0: 1)
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -773,6 +786,13 @@ func (x *StepReport) GetStepUs() uint64 {
 func (x *StepReport) GetClientTimeUnixUs() int64 {
 	if x != nil {
 		return x.ClientTimeUnixUs
+	}
+	return 0
+}
+
+func (x *StepReport) GetSteps() uint32 {
+	if x != nil {
+		return x.Steps
 	}
 	return 0
 }
@@ -1032,6 +1052,13 @@ type Opened struct {
 	SourceOffsets []uint64        `protobuf:"varint,51,rep,packed,name=source_offsets,json=sourceOffsets,proto3" json:"source_offsets,omitempty"`
 	Shares        []*MixtureShare `protobuf:"bytes,52,rep,name=shares,proto3" json:"shares,omitempty"`
 	Labels        bool            `protobuf:"varint,44,opt,name=labels,proto3" json:"labels,omitempty"` // batches carry labels: the dataset stores an SFT labels column
+	// shm with Open.shm_doorbell: the control region at this byte offset of the ring file (after the slots), of
+	// control_bytes bytes; little-endian uint64 words. Word 0 (written by the client): batches released, in stream
+	// order (slot of batch s = s mod slots). From byte 64, one 64-byte header per slot: [0] s+1 once batch s is in the
+	// slot (stored last, with release semantics), [1] global_index, [2] rank_step, [3] rows | length << 32,
+	// [4] pieces | cu_len << 32, [5] trained_tokens. 0: no control region (batch messages).
+	ControlOffset uint64 `protobuf:"varint,60,opt,name=control_offset,json=controlOffset,proto3" json:"control_offset,omitempty"`
+	ControlBytes  uint64 `protobuf:"varint,61,opt,name=control_bytes,json=controlBytes,proto3" json:"control_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1176,6 +1203,20 @@ func (x *Opened) GetLabels() bool {
 		return x.Labels
 	}
 	return false
+}
+
+func (x *Opened) GetControlOffset() uint64 {
+	if x != nil {
+		return x.ControlOffset
+	}
+	return 0
+}
+
+func (x *Opened) GetControlBytes() uint64 {
+	if x != nil {
+		return x.ControlBytes
+	}
+	return 0
 }
 
 // Batch is one batch of `rows` sequences padded to `length` tokens.
@@ -2238,7 +2279,7 @@ const file_gload_proto_rawDesc = "" +
 	"policyHash\x12\x1a\n" +
 	"\bconsumed\x18\x05 \x01(\x04R\bconsumed\x12\x1d\n" +
 	"\n" +
-	"plan_world\x18\x06 \x01(\rR\tplanWorld\"\xa1\x05\n" +
+	"plan_world\x18\x06 \x01(\rR\tplanWorld\"\xc4\x05\n" +
 	"\x04Open\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\rR\x04rank\x12\x1d\n" +
@@ -2262,7 +2303,8 @@ const file_gload_proto_rawDesc = "" +
 	"\vepoch_until\x186 \x01(\tR\n" +
 	"epochUntil\x128\n" +
 	"\x18allow_tokenizer_mismatch\x187 \x01(\bR\x16allowTokenizerMismatch\x122\n" +
-	"\x15single_source_batches\x188 \x01(\bR\x13singleSourceBatches\"A\n" +
+	"\x15single_source_batches\x188 \x01(\bR\x13singleSourceBatches\x12!\n" +
+	"\fshm_doorbell\x18< \x01(\bR\vshmDoorbell\"A\n" +
 	"\rMixtureSource\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\x80\x01\n" +
@@ -2274,13 +2316,14 @@ const file_gload_proto_rawDesc = "" +
 	"\x05start\x18\x05 \x01(\x04R\x05start\"+\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
-	"\x04slot\x18\x02 \x01(\x05R\x04slot\"\x7f\n" +
+	"\x04slot\x18\x02 \x01(\x05R\x04slot\"\x95\x01\n" +
 	"\n" +
 	"StepReport\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x17\n" +
 	"\await_us\x18\x02 \x01(\x04R\x06waitUs\x12\x17\n" +
 	"\astep_us\x18\x03 \x01(\x04R\x06stepUs\x12-\n" +
-	"\x13client_time_unix_us\x18\x04 \x01(\x03R\x10clientTimeUnixUs\"\x8f\x01\n" +
+	"\x13client_time_unix_us\x18\x04 \x01(\x03R\x10clientTimeUnixUs\x12\x14\n" +
+	"\x05steps\x18< \x01(\rR\x05steps\"\x8f\x01\n" +
 	"\rClientMessage\x12$\n" +
 	"\x04open\x18\x01 \x01(\v2\x0e.gload.v1.OpenH\x00R\x04open\x12!\n" +
 	"\x03ack\x18\x02 \x01(\v2\r.gload.v1.AckH\x00R\x03ack\x12.\n" +
@@ -2297,7 +2340,7 @@ const file_gload_proto_rawDesc = "" +
 	"\fposition_ids\x18\x04 \x01(\x04R\vpositionIds\x12\x1d\n" +
 	"\n" +
 	"cu_seqlens\x18\x05 \x01(\x04R\tcuSeqlens\x12\x16\n" +
-	"\x06labels\x18* \x01(\x04R\x06labels\"\x94\x04\n" +
+	"\x06labels\x18* \x01(\x04R\x06labels\"\xe0\x04\n" +
 	"\x06Opened\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x04R\abatches\x12+\n" +
@@ -2318,7 +2361,9 @@ const file_gload_proto_rawDesc = "" +
 	"\asources\x182 \x03(\tR\asources\x12%\n" +
 	"\x0esource_offsets\x183 \x03(\x04R\rsourceOffsets\x12.\n" +
 	"\x06shares\x184 \x03(\v2\x16.gload.v1.MixtureShareR\x06shares\x12\x16\n" +
-	"\x06labels\x18, \x01(\bR\x06labels\"\x96\x03\n" +
+	"\x06labels\x18, \x01(\bR\x06labels\x12%\n" +
+	"\x0econtrol_offset\x18< \x01(\x04R\rcontrolOffset\x12#\n" +
+	"\rcontrol_bytes\x18= \x01(\x04R\fcontrolBytes\"\x96\x03\n" +
 	"\x05Batch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12!\n" +
 	"\fglobal_index\x18\x02 \x01(\x04R\vglobalIndex\x12\x1b\n" +

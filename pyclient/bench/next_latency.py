@@ -134,6 +134,45 @@ def run(args, addr: str, dataset: str, transport: str, output: str) -> dict:
     }
 
 
+def cpu_loop(args, addr: str, dataset: str, transport: str) -> dict:
+    """A CPU-bound pure-Python step (--cpu-work iterations of arithmetic) timed alone, without a Loader and then
+    with one drained beside it (one next() per step, outside the timed work): how much the client's background work
+    (threads, messages) slows the loop."""
+    def work(n: int) -> int:
+        s = 0
+        for i in range(n):
+            s += i * i
+        return s
+
+    def timed(steps: int, loader=None) -> float:
+        src = Batches(loader) if loader is not None else None
+        total = 0.0
+        for _ in range(steps):
+            if src is not None:
+                src.next()
+            t0 = time.perf_counter()
+            work(args.cpu_work)
+            total += time.perf_counter() - t0
+        return total / steps
+
+    kw = dict(batch_size=args.rows, pad_multiple=args.length, max_length=args.length, prefetch=args.prefetch,
+              transport=transport, labels=False, return_tensors="np")
+    rounds = []
+    for _ in range(3):  # alternate, so that drift of the machine hits both
+        base = timed(args.cpu_steps)
+        loader = gload.Loader(addr, dataset, **kw)
+        try:
+            with_loader = timed(args.cpu_steps, loader)
+        finally:
+            loader.close()
+        rounds.append((base, with_loader))
+    base = min(r[0] for r in rounds)
+    with_loader = min(r[1] for r in rounds)
+    return {"transport": transport, "output": "cpu-loop", "step_us_alone": round(1e6 * base, 1),
+            "step_us_with_loader": round(1e6 * with_loader, 1), "slowdown_pct": round(100 * (with_loader / base - 1), 2),
+            "steps": args.cpu_steps, "rounds": len(rounds)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--addr", help="a running server (default: start one)")
@@ -148,6 +187,8 @@ def main() -> None:
     p.add_argument("--prefetch", type=int, default=8)
     p.add_argument("--transports", default="shm,grpc")
     p.add_argument("--outputs", default="auto", help="numpy,torch,cuda (auto: those available)")
+    p.add_argument("--cpu-steps", type=int, default=0, help="also measure a CPU-bound loop's slowdown (steps; 0: no)")
+    p.add_argument("--cpu-work", type=int, default=20000, help="iterations of the CPU-bound step (about 1 ms)")
     args = p.parse_args()
 
     outputs = args.outputs.split(",")
@@ -166,6 +207,8 @@ def main() -> None:
             server = start_server(args.gload_bin, ds, tmp / "s.sock")
             addr = f"unix://{tmp / 's.sock'}"
         results = [run(args, addr, args.dataset, t, o) for t in args.transports.split(",") for o in outputs]
+        if args.cpu_steps:
+            results += [cpu_loop(args, addr, args.dataset, t) for t in args.transports.split(",")]
     finally:
         if server is not None:
             server.send_signal(signal.SIGTERM)
@@ -177,6 +220,7 @@ def main() -> None:
         "protobuf": __import__("google.protobuf", fromlist=["__version__"]).__version__,
         "torch": None if torch is None else torch.__version__,
         "gpu": torch.cuda.get_device_name(0) if torch is not None and torch.cuda.is_available() else None,
+        "shm_doorbell": gload.loader._SHM_DOORBELL,
     }
     print(json.dumps({"info": info, "results": results}, indent=1))
 

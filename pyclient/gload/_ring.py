@@ -28,22 +28,39 @@ _CUDA_HOST_REGISTER_READ_ONLY = 8
 class Ring:
     """A read-only mapping of a server's ring of ``slots`` slots of ``slot_bytes`` bytes each."""
 
-    def __init__(self, path: str, slots: int, slot_bytes: int) -> None:
+    def __init__(self, path: str, slots: int, slot_bytes: int, control_offset: int = 0, control_bytes: int = 0) -> None:
         if slots < 1 or slot_bytes < 1:
             raise ProtocolError(f"opened: ring {path} of {slots} slots of {slot_bytes} bytes")
+        if control_bytes and (control_offset != slots * slot_bytes or control_bytes < 64 + 64 * slots
+                              or control_bytes % mmap.PAGESIZE):
+            raise ProtocolError(f"opened: ring {path}: control region of {control_bytes} bytes at {control_offset} "
+                                f"does not follow {slots} slots of {slot_bytes} bytes")
         self.path = path
         self.slots = slots
         self.slot_bytes = slot_bytes
-        size = slots * slot_bytes
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        size = slots * slot_bytes + control_bytes
+        # The slots are only read; the control region's first page (the released word) is written too.
+        fd = os.open(path, (os.O_RDWR if control_bytes else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0))
         try:
             st = os.fstat(fd)
             if st.st_size != size:
-                raise ProtocolError(f"ring {path} has {st.st_size} bytes, the server announced {slots}×{slot_bytes}")
+                raise ProtocolError(f"ring {path} has {st.st_size} bytes, the server announced {slots}×{slot_bytes}"
+                                    + (f" + {control_bytes}" if control_bytes else ""))
             self._mm: Optional[mmap.mmap] = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+            self._ctl_mm: Optional[mmap.mmap] = None
+            if control_bytes:
+                self._ctl_mm = mmap.mmap(fd, mmap.PAGESIZE, flags=mmap.MAP_SHARED,
+                                         prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=control_offset)
         finally:
             os.close(fd)
         self._bytes: Optional[np.ndarray] = np.frombuffer(self._mm, dtype=np.uint8)
+        # Doorbell (Opened.control_offset): the slots' headers (read) and the released word (written).
+        self.headers: Optional[np.ndarray] = None
+        self.released: Optional[np.ndarray] = None
+        if control_bytes:
+            self.headers = np.frombuffer(self._mm, dtype="<u8", count=(control_bytes - 64) // 8,
+                                         offset=control_offset + 64).reshape(-1, 8)[:slots]
+            self.released = np.frombuffer(self._ctl_mm, dtype="<u8", count=1)
         self._torch: Any = None  # torch.uint8 tensor over the whole ring, made on demand
         self._registered = False
         self.pinned = False
@@ -130,6 +147,14 @@ class Ring:
         self.unregister_cuda()
         self._torch = None
         self._bytes = None
+        self.headers = None
+        self.released = None
+        if self._ctl_mm is not None:
+            ctl, self._ctl_mm = self._ctl_mm, None
+            try:
+                ctl.close()
+            except BufferError:
+                pass
         mm, self._mm = self._mm, None
         try:
             mm.close()

@@ -32,13 +32,40 @@ class Ready:
 
     __slots__ = ("data", "seq", "slot", "rank_step", "global_index", "shape")
 
-    def __init__(self, data: Dict[str, Any], b: "pb.Batch") -> None:
+    def __init__(self, data: Dict[str, Any], b: Any) -> None:
         self.data = data
         self.seq = b.seq
         self.slot = b.slot
         self.rank_step = b.rank_step
         self.global_index = b.global_index
         self.shape = (b.rows, b.length)
+
+
+class SlotHeader:
+    """A batch announced in the ring's control region (the doorbell hand-off): the fields of a ``pb.Batch`` that
+    the converter reads, with the buffers in the slot."""
+
+    __slots__ = ("seq", "slot", "global_index", "rank_step", "rows", "length", "pieces", "cu_len", "trained_tokens")
+
+    def __init__(self, seq: int, slot: int, words: Any) -> None:
+        self.seq = seq
+        self.slot = slot
+        self.global_index = int(words[1])
+        self.rank_step = int(words[2])
+        w3, w4 = int(words[3]), int(words[4])
+        self.rows, self.length = w3 & 0xFFFFFFFF, w3 >> 32
+        self.pieces, self.cu_len = w4 & 0xFFFFFFFF, w4 >> 32
+        self.trained_tokens = int(words[5])
+
+
+# Doorbell waits: check the slot's word, spin a little (yielding the GIL), then sleep in growing steps; the stream's
+# queue (failures, the end) is looked at on every round.
+_SPIN_S = 50e-6
+_SLEEP_MIN_S = 20e-6
+_SLEEP_MAX_S = 1e-3
+# Coalesced step reports (doorbell streams): one message per this many steps, or per _REPORT_EVERY_S.
+_REPORT_STEPS = 32
+_REPORT_EVERY_S = 0.25
 
 
 Item = Union[Ready, _Failure, object]
@@ -67,6 +94,12 @@ class Stream:
         self._in: "queue.SimpleQueue[Item]" = queue.SimpleQueue()
         self._opened_event = threading.Event()
         self._closed = False
+        self.doorbell = False  # batches announced in the ring (set from Opened.control_offset)
+        self._next_seq = 0
+        self._report_n = 0
+        self._report_wait = 0.0
+        self._report_step = 0.0
+        self._report_at = 0.0
         self._out.put(pb.ClientMessage(open=open_msg))
         self._call = method(self._requests())
         self._reader = threading.Thread(target=self._read, name="gload-reader", daemon=True)
@@ -90,10 +123,10 @@ class Stream:
                 if m[0] == "ack":
                     m = pb.ClientMessage(ack=pb.Ack(seq=m[1], slot=m[2]))
                 else:
-                    _, seq, wait_s, step_s, now = m
+                    _, seq, wait_s, step_s, now, steps = m
                     m = pb.ClientMessage(report=pb.StepReport(
                         seq=seq, wait_us=int(wait_s * 1e6), step_us=int(step_s * 1e6),
-                        client_time_unix_us=int(now * 1e6)))
+                        client_time_unix_us=int(now * 1e6), steps=steps if steps > 1 else 0))
             yield m
 
     def _read(self) -> None:
@@ -126,7 +159,7 @@ class Stream:
     def _on_opened(self, o: "pb.Opened") -> None:
         if o.shm_path:
             try:
-                self.ring = Ring(o.shm_path, o.slots, o.slot_bytes)
+                self.ring = Ring(o.shm_path, o.slots, o.slot_bytes, o.control_offset, o.control_bytes)
             except FileNotFoundError as e:
                 raise ProtocolError(
                     f"shm transport: ring {o.shm_path} announced by {self.addr} cannot be opened ({e}): the client "
@@ -137,6 +170,7 @@ class Stream:
                     "as the server's user, or use transport='grpc'") from e
         self.converter = self._make_converter(self.ring, o.layout if o.shm_path else None)
         self.converter.stored_labels = bool(o.labels)
+        self.doorbell = self.ring is not None and self.ring.headers is not None
         if len(o.source_offsets) > 0:
             import numpy as np
 
@@ -152,6 +186,8 @@ class Stream:
     def get(self, timeout: Optional[float]) -> Optional[Ready]:
         """The next batch; None at the end of the stream. Raises queue.Empty on timeout and _Failure's error
         (with ``gload_retry`` set on it) when the stream failed."""
+        if self.doorbell:
+            return self._get_from_ring(timeout)
         item = self._in.get(timeout=timeout) if timeout is not None else self._in.get()
         if isinstance(item, Ready):
             return item
@@ -163,13 +199,88 @@ class Stream:
         item.err.gload_retry = item.retry  # type: ignore[attr-defined]
         raise item.err
 
+    def _get_from_ring(self, timeout: Optional[float]) -> Optional[Ready]:
+        """Doorbell streams: the next batch straight from the ring, on the calling thread (no message, no thread
+        hand-off): wait for its slot's sequence word, convert (copy out of the slot), return."""
+        o, ring = self.opened, self.ring
+        assert o is not None and ring is not None and ring.headers is not None
+        seq = self._next_seq
+        if seq >= o.batches:
+            return self._get_failure_or_end(timeout)  # the end message follows the last batch's word at once
+        slot = seq % ring.slots
+        words = ring.headers[slot]
+        if int(words[0]) != seq + 1:
+            self._wait_slot(words, seq, timeout)
+        b = SlotHeader(seq, slot, words)
+        if int(words[0]) != seq + 1:
+            raise ProtocolError(f"ring {ring.path}: slot {slot} changed while batch {seq} was read")
+        assert self.converter is not None
+        data = self.converter.convert(b)
+        self._next_seq = seq + 1
+        return Ready(data, b)
+
+    def _wait_slot(self, words: Any, seq: int, timeout: Optional[float]) -> None:
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        pause = _SLEEP_MIN_S
+        while int(words[0]) != seq + 1:
+            if not self._in.empty():
+                self._get_failure_or_end(0)
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise queue.Empty
+            if now - start < _SPIN_S:
+                time.sleep(0)
+                continue
+            time.sleep(pause if deadline is None else min(pause, max(0.0, deadline - now)))
+            pause = min(2 * pause, _SLEEP_MAX_S)
+
+    def _get_failure_or_end(self, timeout: Optional[float]) -> Optional[Ready]:
+        """Doorbell streams: what the stream's queue holds besides batches. A failure raises; the end message is
+        only the end once every batch of the stream came through the ring (then None)."""
+        try:
+            item = self._in.get(timeout=timeout) if timeout != 0 else self._in.get_nowait()
+        except queue.Empty:
+            if timeout == 0:
+                return None
+            raise
+        if isinstance(item, _Failure):
+            self._in.put(item)  # sticky
+            item.err.gload_retry = item.retry  # type: ignore[attr-defined]
+            raise item.err
+        if item is _END:
+            self._in.put(_END)
+            o = self.opened
+            if o is not None and self._next_seq >= o.batches:
+                return None
+            if timeout == 0:
+                time.sleep(_SLEEP_MIN_S)  # the end came before the word of the last batch was seen: look again
+                return None
+            raise ProtocolError(f"stream ended after {self._next_seq} of {o.batches if o else '?'} batches")
+        raise ProtocolError(f"unexpected item on a doorbell stream: {item!r}")
+
     def ack(self, r: Ready) -> None:
         """Hands r's credit (and slot) back to the server."""
+        if self.doorbell:
+            assert self.ring is not None and self.ring.released is not None
+            self.ring.released[0] = r.seq + 1  # batches are released in stream order
+            return
         self._out.put(("ack", r.seq, r.slot))
 
     def report(self, seq: int, wait_s: float, step_s: float) -> None:
-        """Tells the server how long the loop waited for batch seq and how long its last step took (seconds)."""
-        self._out.put(("report", seq, wait_s, step_s, time.time()))
+        """Tells the server how long the loop waited for batch seq and how long its last step took (seconds);
+        doorbell streams send the means of up to _REPORT_STEPS steps in one message."""
+        if not self.doorbell:
+            self._out.put(("report", seq, wait_s, step_s, time.time(), 1))
+            return
+        self._report_n += 1
+        self._report_wait += wait_s
+        self._report_step += step_s
+        now = time.monotonic()
+        if self._report_n >= _REPORT_STEPS or now - self._report_at >= _REPORT_EVERY_S:
+            n = self._report_n
+            self._out.put(("report", seq, self._report_wait / n, self._report_step / n, time.time(), n))
+            self._report_n, self._report_wait, self._report_step, self._report_at = 0, 0.0, 0.0, now
 
     def close(self) -> None:
         """Ends the stream (the server then frees its ring) and releases the local mapping."""

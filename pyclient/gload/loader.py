@@ -433,6 +433,7 @@ class Loader(_Base):
             dataset="" if self._mixture else self.dataset, rank=rank, world_size=world, worker=worker, num_workers=workers, seed=self.seed,
             epoch=self.epoch, policy=self._policy, resume=resume,
             transport=pb.TRANSPORT_SHM if self.transport == "shm" else pb.TRANSPORT_GRPC,
+            shm_doorbell=self.transport == "shm" and _SHM_DOORBELL,
             prefetch=self.prefetch, client_id=cid)
 
     # -- streams ---------------------------------------------------------------------------------------------------
@@ -849,6 +850,9 @@ def _refuse_auto_batching(caller: Any) -> None:
 # Channels and streams inherited by forked processes: kept referenced so that they are never finalised in a
 # process whose gRPC threads they do not own.
 _inherited: List[Any] = []
+# shm: batches announced in the ring itself, slots returned through it (no message per batch); GLOAD_SHM_DOORBELL=0
+# asks for the message hand-off instead (to compare them: pyclient/bench/next_latency.py).
+_SHM_DOORBELL = os.environ.get("GLOAD_SHM_DOORBELL", "1") != "0"
 # Fields that belong to the process that made them: never pickled.
 _RUNTIME_FIELDS = ("_pid", "_channel", "_stub", "_stream", "_stats", "_opened", "_worker_index", "_base_consumed",
                    "_handed", "_source_rows", "_source_tokens", "_trained_tokens", "_real_tokens")

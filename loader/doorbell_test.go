@@ -1,0 +1,164 @@
+package loader_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gload/gload/loader"
+	"github.com/gload/gload/loader/shm"
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// doorbellStream opens a shm_doorbell stream over raw gRPC and maps its ring
+// read-write (as the Python client maps the released word).
+func doorbellStream(t *testing.T, addr string, open *gloadpb.Open) (gloadpb.Loader_BatchesClient, *gloadpb.Opened, []byte) {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	st, err := gloadpb.NewLoaderClient(cc).Batches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&gloadpb.ClientMessage{Msg: &gloadpb.ClientMessage_Open{Open: open}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.GetOpened()
+	if o == nil || o.ShmPath == "" || o.ControlBytes == 0 || o.ControlOffset != uint64(o.Slots)*o.SlotBytes {
+		t.Fatalf("opened: %v; want a ring with a control region after the slots", o)
+	}
+	f, err := os.OpenFile(o.ShmPath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(o.ControlOffset+o.ControlBytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return st, o, mem
+}
+
+// TestShmDoorbell: every batch announced in the ring exactly once, in stream
+// order and in slot seq mod slots, the same batches as the message hand-off;
+// slots come back through the released word; no batch message on the stream.
+func TestShmDoorbell(t *testing.T) {
+	dir := t.TempDir()
+	lengths := genLengths(300, 1, 60, 41)
+	writeDataset(t, dir, lengths, 100, 50)
+	ts := startServer(t, loader.Config{Datasets: map[string]string{"d": dir}, ShmDir: t.TempDir()}, "unix")
+	base := &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}, Transport: gloadpb.Transport_TRANSPORT_SHM, Prefetch: 3}
+	want, _, _, err := pullAll(t.Context(), dial(t, ts.addr), base, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := cloneOpen(base)
+	open.ShmDoorbell = true
+	st, o, mem := doorbellStream(t, ts.addr, open)
+	if int(o.Batches) != len(want) {
+		t.Fatalf("opened.batches %d, message hand-off gave %d", o.Batches, len(want))
+	}
+	ctl := mem[o.ControlOffset:]
+	word := func(i int) uint64 { return binary.LittleEndian.Uint64(ctl[i*8:]) }
+	for s := range len(want) {
+		slot := s % int(o.Slots)
+		hw := (shm.HeaderStart + slot*shm.HeaderBytes) / 8
+		deadline := time.Now().Add(10 * time.Second)
+		for word(hw) != uint64(s+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("batch %d never announced in slot %d (word %d)", s, slot, word(hw))
+			}
+			time.Sleep(10 * time.Microsecond)
+		}
+		w := want[s]
+		rows, length := int(word(hw+3)&0xFFFFFFFF), int(word(hw+3)>>32)
+		if word(hw+1) != w.global || word(hw+2) != w.rankStep || rows != w.rows || length != w.length {
+			t.Fatalf("batch %d: header global %d rank_step %d shape %d×%d; want %d %d %d×%d", s, word(hw+1), word(hw+2), rows, length, w.global, w.rankStep, w.rows, w.length)
+		}
+		ids := mem[uint64(slot)*o.SlotBytes+o.Layout.InputIds:]
+		for i, v := range w.ids {
+			if got := int32(binary.LittleEndian.Uint32(ids[i*4:])); got != v {
+				t.Fatalf("batch %d: input_ids[%d] = %d, want %d", s, i, got, v)
+			}
+		}
+		// Release the slot (the server may then overwrite it).
+		binary.LittleEndian.PutUint64(ctl[0:], uint64(s+1))
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("stream failed instead of ending: %v", err)
+		}
+		if m.GetBatch() != nil {
+			t.Fatal("a batch message on a doorbell stream")
+		}
+		if e := m.GetEnd(); e != nil {
+			if e.Batches != uint64(len(want)) {
+				t.Fatalf("end: %d batches, want %d", e.Batches, len(want))
+			}
+			break
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShmDoorbellBadReleases: a released word that runs ahead of the batches
+// published, or goes back, fails the stream with InvalidArgument; an ack
+// message on a doorbell stream too.
+func TestShmDoorbellBadReleases(t *testing.T) {
+	dir := t.TempDir()
+	writeDataset(t, dir, genLengths(200, 1, 40, 42), 100, 50)
+	ts := startServer(t, loader.Config{Datasets: map[string]string{"d": dir}, ShmDir: t.TempDir()}, "unix")
+	open := &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}, Transport: gloadpb.Transport_TRANSPORT_SHM, Prefetch: 2, ShmDoorbell: true}
+	for _, tc := range []struct {
+		name string
+		bad  func(st gloadpb.Loader_BatchesClient, ctl []byte)
+		msg  string
+	}{
+		{"ahead", func(_ gloadpb.Loader_BatchesClient, ctl []byte) { binary.LittleEndian.PutUint64(ctl, 1000) }, "shm doorbell: the released word says 1000 batches"},
+		{"back", func(_ gloadpb.Loader_BatchesClient, ctl []byte) {
+			binary.LittleEndian.PutUint64(ctl, 2)
+			time.Sleep(50 * time.Millisecond)
+			binary.LittleEndian.PutUint64(ctl, 1)
+		}, "the released word went back"},
+		{"ack message", func(st gloadpb.Loader_BatchesClient, _ []byte) {
+			st.Send(&gloadpb.ClientMessage{Msg: &gloadpb.ClientMessage_Ack{Ack: &gloadpb.Ack{Seq: 0, Slot: 0}}})
+		}, "not ack messages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, o, mem := doorbellStream(t, ts.addr, open)
+			tc.bad(st, mem[o.ControlOffset:])
+			var err error
+			for {
+				if _, err = st.Recv(); err != nil {
+					break
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				t.Fatal("stream ended cleanly")
+			}
+			checkStatus(t, "Batches", err, codes.InvalidArgument, []string{tc.msg})
+		})
+	}
+}

@@ -1,0 +1,65 @@
+package shm
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// The control region of a ring made by [CreateWithDoorbell]: little-endian
+// uint64 words after the slots. Word 0 is written by the client: the number
+// of batches it has released, in stream order (batch s lives in slot
+// s mod slots). From byte [HeaderStart] on, slot i has a [HeaderBytes] header:
+//
+//	[0] s+1 once batch s is in the slot — stored last, with release semantics
+//	[1] global index   [2] rank step   [3] rows | length<<32
+//	[4] pieces | cu_len<<32             [5] trained tokens   [6..7] reserved
+//
+// Both sides poll: the client the header of the slot it expects next, the
+// server the released word when its ring is full.
+const (
+	HeaderStart = 64
+	HeaderBytes = 64
+)
+
+// ControlBytes is the size of the control region of a ring of slots slots
+// (a whole number of pages).
+func ControlBytes(slots int) int64 {
+	return alignUp(HeaderStart+int64(slots)*HeaderBytes, SlotAlign)
+}
+
+// Header describes the batch in one slot.
+type Header struct {
+	Seq, Global, RankStep       uint64
+	Rows, Length, Pieces, CuLen uint32
+	Trained                     uint32
+}
+
+// Doorbell is the server's view of a ring's control region. Publish and
+// Released may run on different goroutines.
+type Doorbell struct {
+	mem   []byte
+	slots int
+}
+
+func (d *Doorbell) word(i int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&d.mem[i*8]))
+}
+
+// Publish announces that slot holds the batch of h: the header's fields
+// first, its sequence word last (an atomic store: a reader that sees it sees
+// the slot's payload and the fields).
+func (d *Doorbell) Publish(slot int, h Header) {
+	base := (HeaderStart + slot*HeaderBytes) / 8
+	atomic.StoreUint64(d.word(base+1), h.Global)
+	atomic.StoreUint64(d.word(base+2), h.RankStep)
+	atomic.StoreUint64(d.word(base+3), uint64(h.Rows)|uint64(h.Length)<<32)
+	atomic.StoreUint64(d.word(base+4), uint64(h.Pieces)|uint64(h.CuLen)<<32)
+	atomic.StoreUint64(d.word(base+5), uint64(h.Trained))
+	atomic.StoreUint64(d.word(base), h.Seq+1)
+}
+
+// Released returns the client's released count (word 0).
+func (d *Doorbell) Released() uint64 { return atomic.LoadUint64(d.word(0)) }
+
+// Slots returns the number of slots the region has headers for.
+func (d *Doorbell) Slots() int { return d.slots }
