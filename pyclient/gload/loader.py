@@ -290,6 +290,9 @@ class Loader(_Base):
 
     # -- configuration helpers -------------------------------------------------------------------------------------
 
+    def _cuda_output(self) -> bool:
+        return self.device is not None and getattr(self.device, "type", "") == "cuda"
+
     def _check_device(self, device: Any) -> Any:
         if device is None:
             return None
@@ -433,7 +436,7 @@ class Loader(_Base):
             dataset="" if self._mixture else self.dataset, rank=rank, world_size=world, worker=worker, num_workers=workers, seed=self.seed,
             epoch=self.epoch, policy=self._policy, resume=resume,
             transport=pb.TRANSPORT_SHM if self.transport == "shm" else pb.TRANSPORT_GRPC,
-            shm_doorbell=self.transport == "shm" and _SHM_DOORBELL,
+            shm_doorbell=self.transport == "shm" and _SHM_DOORBELL and not self._cuda_output(),
             prefetch=self.prefetch, client_id=cid)
 
     # -- streams ---------------------------------------------------------------------------------------------------
@@ -850,8 +853,12 @@ def _refuse_auto_batching(caller: Any) -> None:
 # Channels and streams inherited by forked processes: kept referenced so that they are never finalised in a
 # process whose gRPC threads they do not own.
 _inherited: List[Any] = []
-# shm: batches announced in the ring itself, slots returned through it (no message per batch); GLOAD_SHM_DOORBELL=0
-# asks for the message hand-off instead (to compare them: pyclient/bench/next_latency.py).
+# shm: batches announced in the ring itself, slots returned through it (no message per batch), converted on the
+# thread that calls next(); GLOAD_SHM_DOORBELL=0 asks for the message hand-off instead (to compare them:
+# pyclient/bench/next_latency.py, bench/device_handoff.sh). device="cuda" keeps the message hand-off, whose reader
+# thread overlaps the host-to-device copy with the training step: with the copy inline, train_ref's data wait on the
+# H200 rose from 0.7% to 1.4% (the copy's synchronisation; a release of the slot when the copy's event fires, without
+# a host wait, is not built yet).
 _SHM_DOORBELL = os.environ.get("GLOAD_SHM_DOORBELL", "1") != "0"
 # Fields that belong to the process that made them: never pickled.
 _RUNTIME_FIELDS = ("_pid", "_channel", "_stub", "_stream", "_stats", "_opened", "_worker_index", "_base_consumed",
