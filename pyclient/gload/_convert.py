@@ -85,6 +85,7 @@ class Converter:
         self.cuda = False
         self._dtypes = dict(dtypes)
         self._np_aranges: Dict[int, np.ndarray] = {}
+        self._slot_views: Dict[int, Dict[str, np.ndarray]] = {}  # typed views of each ring slot, made once
         if tensors == "pt":
             import torch
 
@@ -114,12 +115,32 @@ class Converter:
         if b.slot >= 0:
             if self.ring is None or self.layout is None:
                 raise ProtocolError(f"batch {b.seq} names slot {b.slot} on a stream without a ring")
-            for name, dt in _FIELDS:
-                out[name] = self.ring.view(b.slot, getattr(self.layout, name), dt, counts[name])
+            views = self._slot_views.get(b.slot)
+            if views is None:
+                views = self._slot_views[b.slot] = self._make_slot_views(b.slot)
+            for name, _ in _FIELDS:
+                n = counts[name]
+                v = views[name]
+                if n > len(v):
+                    raise ProtocolError(f"ring {self.ring.path}: batch {b.seq}: {n} {name} do not fit slot {b.slot} "
+                                        f"from offset {getattr(self.layout, name)}")
+                out[name] = v[:n]
         else:
             _check_bytes(b, counts)
             for name, dt in _FIELDS:
                 out[name] = np.frombuffer(getattr(b, name), dtype=dt)
+        return out
+
+    def _make_slot_views(self, slot: int) -> Dict[str, np.ndarray]:
+        """Typed numpy views of one slot from each buffer's offset to the slot's end (made once per slot; a batch
+        takes the first count elements of each)."""
+        assert self.ring is not None and self.layout is not None
+        out = {}
+        for name, dt in _FIELDS:
+            off = getattr(self.layout, name)
+            size = np.dtype(dt).itemsize
+            room = max(0, self.ring.slot_bytes - off) // size if off < self.ring.slot_bytes else 0
+            out[name] = self.ring.view(slot, min(off, self.ring.slot_bytes), dt, room)
         return out
 
     # -- conversion ------------------------------------------------------------------------------------------------
@@ -368,6 +389,7 @@ class Converter:
                 v.record_stream(cur)
 
     def close(self) -> None:
+        self._slot_views.clear()
         self._staging = None
         self._staging_np = None
         if self.cuda:
