@@ -31,7 +31,14 @@ var (
 const (
 	TransportGRPC = "grpc"
 	TransportSHM  = "shm"
+	// TransportSHMMessages is shm with the message hand-off (a batch and an
+	// ack message per batch) instead of the doorbell, to compare the two.
+	TransportSHMMessages = "shm-messages"
 )
+
+func knownTransport(t string) bool {
+	return t == TransportGRPC || t == TransportSHM || t == TransportSHMMessages
+}
 
 // FeedOptions configure Feed. Zero fields take the defaults named.
 type FeedOptions struct {
@@ -132,8 +139,8 @@ func (o FeedOptions) withDefaults() (FeedOptions, error) {
 		o.Transports = []string{TransportGRPC}
 	}
 	for _, t := range o.Transports {
-		if t != TransportGRPC && t != TransportSHM {
-			return o, fmt.Errorf("%w: transport %q: want grpc or shm", ErrOptions, t)
+		if !knownTransport(t) {
+			return o, fmt.Errorf("%w: transport %q: want grpc, shm or shm-messages", ErrOptions, t)
 		}
 	}
 	if len(o.Clients) == 0 {
@@ -174,7 +181,7 @@ func Feed(ctx context.Context, opts FeedOptions) ([]FeedResult, error) {
 			r := FeedResult{Transport: tr, Clients: n}
 			capRun, err := feedRun(ctx, o, tr, n, 0)
 			if err != nil {
-				if tr == TransportSHM && shmUnavailable(err) {
+				if tr != TransportGRPC && shmUnavailable(err) {
 					r.Skipped = "shm: not available here: " + err.Error()
 					out = append(out, r)
 					progress(o.Progress, "%s × %d: skipped (%s)\n", tr, n, r.Skipped)
@@ -251,9 +258,10 @@ func (c *clientRun) batch(b *client.Batch) {
 // the end of one, until the duration is over.
 func feedRun(ctx context.Context, o FeedOptions, transport string, n int, step time.Duration) (FeedRun, error) {
 	tr := gloadpb.Transport_TRANSPORT_GRPC
-	if transport == TransportSHM {
+	if transport == TransportSHM || transport == TransportSHMMessages {
 		tr = gloadpb.Transport_TRANSPORT_SHM
 	}
+	sopts := []client.StreamOption{client.Doorbell(transport == TransportSHM)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	clients := make([]*client.Client, n)
@@ -284,7 +292,7 @@ func feedRun(ctx context.Context, o FeedOptions, transport string, n int, step t
 			c, err := o.Dial(ctx, o.Addr)
 			if err == nil {
 				clients[i] = c
-				streams[i], err = c.Stream(ctx, open(i, 0))
+				streams[i], err = c.Stream(ctx, open(i, 0), sopts...)
 			}
 			if err != nil {
 				mu.Lock()
@@ -312,7 +320,7 @@ func feedRun(ctx context.Context, o FeedOptions, transport string, n int, step t
 	tallies := make([]clientRun, n)
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { errs[i] = pull(runCtx, clients[i], &streams[i], open, i, step, &tallies[i]) })
+		wg.Go(func() { errs[i] = pull(runCtx, clients[i], &streams[i], open, i, step, &tallies[i], sopts...) })
 	}
 	wg.Wait()
 	end := time.Now()
@@ -360,7 +368,7 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 
 // pull is one client's loop; *s is its open stream (replaced at each new
 // epoch, closed by the caller). It returns nil when ctx ends it.
-func pull(ctx context.Context, c *client.Client, s **client.Stream, open func(int, uint32) *gloadpb.Open, i int, step time.Duration, t *clientRun) error {
+func pull(ctx context.Context, c *client.Client, s **client.Stream, open func(int, uint32) *gloadpb.Open, i int, step time.Duration, t *clientRun, sopts ...client.StreamOption) error {
 	epoch := uint32(0)
 	got := 0
 	for {
@@ -380,7 +388,7 @@ func pull(ctx context.Context, c *client.Client, s **client.Stream, open func(in
 			(*s).Close()
 			*s = nil
 			epoch, got = epoch+1, 0
-			ns, err := c.Stream(ctx, open(i, epoch))
+			ns, err := c.Stream(ctx, open(i, epoch), sopts...)
 			if ctx.Err() != nil {
 				if ns != nil {
 					ns.Close()
@@ -448,8 +456,8 @@ func ParseTransports(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.ToLower(strings.TrimSpace(f))
-		if f != TransportGRPC && f != TransportSHM {
-			return nil, fmt.Errorf("%w: transport %q in %q: want grpc or shm", ErrOptions, f, s)
+		if !knownTransport(f) {
+			return nil, fmt.Errorf("%w: transport %q in %q: want grpc, shm or shm-messages", ErrOptions, f, s)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gload/gload/loader"
+	"github.com/gload/gload/loader/client"
 	"github.com/gload/gload/loader/shm"
 	"github.com/gload/gload/proto/gloadpb"
 )
@@ -160,5 +162,76 @@ func TestShmDoorbellBadReleases(t *testing.T) {
 			}
 			checkStatus(t, "Batches", err, codes.InvalidArgument, []string{tc.msg})
 		})
+	}
+}
+
+// TestShmDoorbellGoClient: the Go client asks for the doorbell over shm by
+// default; the batches equal the message hand-off's and gRPC's; Release in
+// any order hands slots back in stream order (a later batch released first
+// frees nothing until the earlier one is released).
+func TestShmDoorbellGoClient(t *testing.T) {
+	dir := t.TempDir()
+	lengths := genLengths(300, 1, 80, 43)
+	writeDataset(t, dir, lengths, 100, 50)
+	ts := startServer(t, loader.Config{Datasets: map[string]string{"d": dir}, ShmDir: t.TempDir()}, "unix")
+	c := dial(t, ts.addr)
+	base := &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}, Transport: gloadpb.Transport_TRANSPORT_SHM, Prefetch: 3}
+	bell, _, o, err := pullAll(t.Context(), c, base, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ControlBytes == 0 {
+		t.Fatal("the Go client's shm stream is not a doorbell stream")
+	}
+	grpcOpen := cloneOpen(base)
+	grpcOpen.Transport = gloadpb.Transport_TRANSPORT_GRPC
+	for name, open := range map[string]*gloadpb.Open{"grpc": grpcOpen} {
+		want, _, _, err := pullAll(t.Context(), c, open, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) != len(bell) {
+			t.Fatalf("%s: %d batches, doorbell %d", name, len(want), len(bell))
+		}
+		for i := range want {
+			if fmt.Sprint(want[i]) != fmt.Sprint(bell[i]) {
+				t.Fatalf("%s: batch %d differs from the doorbell's", name, i)
+			}
+		}
+	}
+	for i, g := range bell {
+		if err := checkBatch(g, lengths, 0, 0); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+	}
+
+	s, err := c.Stream(t.Context(), cloneOpen(base), client.AckOnNext(false), client.Reports(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var held []*client.Batch
+	for range 3 {
+		b, err := s.Next(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, b)
+	}
+	held[1].Release()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	if _, err := s.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a batch after releasing batch 1 with batch 0 held: %v", err)
+	}
+	cancel()
+	held[0].Release()
+	for want := uint64(3); want < 5; want++ {
+		b, err := s.Next(t.Context())
+		if err != nil || b.Seq != want || b.Slot != int32(want%3) {
+			t.Fatalf("after releasing 0 and 1: batch %v (err %v), want seq %d in slot %d", b, err, want, want%3)
+		}
+		if err := checkBatch(copyBatch(b), lengths, 0, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -86,6 +86,12 @@ func (b *Batch) Release() {
 }
 
 func (b *Batch) ack() {
+	if b.stream != nil && b.stream.bell != nil {
+		if !b.acked.Swap(true) {
+			b.stream.releaseSlot(b.Seq)
+		}
+		return
+	}
 	if b.stream != nil && !b.acked.Swap(true) {
 		b.stream.send(&gloadpb.ClientMessage{Msg: &gloadpb.ClientMessage_Ack{Ack: &gloadpb.Ack{Seq: b.Seq, Slot: b.Slot}}}, true)
 	}
@@ -94,8 +100,14 @@ func (b *Batch) ack() {
 type streamOptions struct {
 	ackOnNext bool
 	reports   bool
+	doorbell  bool
 	now       func() time.Time
 }
+
+// Doorbell says whether a shm stream asks for the doorbell hand-off (default
+// true): batches announced in the ring and slots returned through it, no
+// message per batch. Servers that do not offer it send batch messages.
+func Doorbell(on bool) StreamOption { return func(o *streamOptions) { o.doorbell = on } }
 
 // StreamOption configures Stream.
 type StreamOption func(*streamOptions)
@@ -125,6 +137,13 @@ type Stream struct {
 	pool   *blockPool
 	// ring is the shared-memory ring (shm transport), mapped read-only.
 	ring *shm.Mapping
+	// bell is the ring's control region on doorbell streams (nil otherwise):
+	// Next reads batches from it; acks advance its released word in order.
+	bell    *shm.ClientDoorbell
+	nextSeq uint64
+	relMu   sync.Mutex
+	relNext uint64
+	relDone []bool // by seq mod slots: released out of order, waiting for earlier ones
 
 	in         chan received
 	out        chan *gloadpb.ClientMessage
@@ -143,9 +162,13 @@ type Stream struct {
 // Stream opens a batch stream for open and waits for the server's Opened.
 // ctx governs the stream's whole life; Close ends it early.
 func (c *Client) Stream(ctx context.Context, open *gloadpb.Open, opts ...StreamOption) (*Stream, error) {
-	o := streamOptions{ackOnNext: true, reports: true, now: time.Now}
+	o := streamOptions{ackOnNext: true, reports: true, doorbell: true, now: time.Now}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.doorbell && open.GetTransport() == gloadpb.Transport_TRANSPORT_SHM && !open.GetShmDoorbell() {
+		open = proto.Clone(open).(*gloadpb.Open)
+		open.ShmDoorbell = true
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	pool := &blockPool{}
@@ -170,18 +193,22 @@ func (c *Client) Stream(ctx context.Context, open *gloadpb.Open, opts ...StreamO
 		return nil, fmt.Errorf("%w: first message is not opened", ErrProtocol)
 	}
 	var ring *shm.Mapping
+	var bell *shm.ClientDoorbell
 	if opened.ShmPath != "" {
-		if ring, err = mapRing(opened); err != nil {
+		if ring, bell, err = mapRing(opened); err != nil {
 			cancel()
 			return nil, err
 		}
 	}
 	depth := int(max(opened.Prefetch, 1))
 	s := &Stream{
-		opts: o, cs: cs, cancel: cancel, ctx: sctx, opened: opened, pool: pool, ring: ring,
+		opts: o, cs: cs, cancel: cancel, ctx: sctx, opened: opened, pool: pool, ring: ring, bell: bell,
 		in:         make(chan received, depth+2),
 		out:        make(chan *gloadpb.ClientMessage, 2*depth+8),
 		senderDone: make(chan struct{}),
+	}
+	if bell != nil {
+		s.relDone = make([]bool, bell.Slots())
 	}
 	s.wg.Add(2)
 	go s.receive()
@@ -283,10 +310,21 @@ func (s *Stream) Next(ctx context.Context) (*Batch, error) {
 		s.last.ack()
 	}
 	var r received
-	select {
-	case r = <-s.in:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if s.bell != nil && s.nextSeq < s.opened.Batches {
+		b, rr, err := s.fromRing(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			return s.handOut(b, t0), nil
+		}
+		r = rr
+	} else {
+		select {
+		case r = <-s.in:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	switch {
 	case r.err != nil:
@@ -300,7 +338,11 @@ func (s *Stream) Next(ctx context.Context) (*Batch, error) {
 		s.send(nil, true)
 		return nil, io.EOF
 	}
-	b := r.batch
+	return s.handOut(r.batch, t0), nil
+}
+
+// handOut sends the step report and records b as the last batch returned.
+func (s *Stream) handOut(b *Batch, t0 time.Time) *Batch {
 	t1 := s.opts.now()
 	if s.opts.reports {
 		var step time.Duration
@@ -314,7 +356,69 @@ func (s *Stream) Next(ctx context.Context) (*Batch, error) {
 	}
 	s.prevReturn = t1
 	s.last, s.lastStep, s.haveLast = b, b.RankStep, true
-	return b, nil
+	return b
+}
+
+// Doorbell polling: a short spin, then sleeps doubling to ringPollMax.
+const (
+	ringSpin    = 200
+	ringPollMin = 5 * time.Microsecond
+	ringPollMax = 200 * time.Microsecond
+)
+
+// fromRing waits for batch nextSeq to be announced in its slot. It returns
+// the batch, or what the stream received meanwhile (an error, or an end that
+// came before the batch: a protocol error).
+func (s *Stream) fromRing(ctx context.Context) (*Batch, received, error) {
+	seq := s.nextSeq
+	slot := int(seq % uint64(s.bell.Slots()))
+	pause := ringPollMin
+	for i := 0; ; i++ {
+		if h, ok := s.bell.Ready(slot, seq); ok {
+			b := &Batch{Seq: seq, GlobalIndex: h.Global, RankStep: h.RankStep, Rows: int(h.Rows), Length: int(h.Length),
+				Pieces: int(h.Pieces), CuLen: int(h.CuLen), Slot: int32(slot), Trained: int(h.Trained), stream: s}
+			if err := s.viewSlot(b); err != nil {
+				s.done = err
+				return nil, received{}, err
+			}
+			s.nextSeq++
+			return b, received{}, nil
+		}
+		select {
+		case r := <-s.in:
+			if r.err == nil {
+				r.err = fmt.Errorf("%w: the stream ended after %d of %d batches announced in the ring", ErrProtocol, seq, s.opened.Batches)
+			}
+			return nil, r, nil
+		case <-ctx.Done():
+			return nil, received{}, ctx.Err()
+		default:
+		}
+		if i < ringSpin {
+			continue
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, ringPollMax)
+	}
+}
+
+// releaseSlot hands batch seq's slot back: the released word advances over
+// every batch released so far without a gap (Release may come in any order).
+func (s *Stream) releaseSlot(seq uint64) {
+	s.relMu.Lock()
+	defer s.relMu.Unlock()
+	n := uint64(len(s.relDone))
+	if seq < s.relNext || seq >= s.relNext+n {
+		return // already released, or not announced: nothing to hand back
+	}
+	s.relDone[seq%n] = true
+	for s.relDone[s.relNext%n] {
+		s.relDone[s.relNext%n] = false
+		s.relNext++
+	}
+	if !s.closed {
+		s.bell.Release(s.relNext)
+	}
 }
 
 // State returns the resume state matching the last batch Next returned:
@@ -336,7 +440,9 @@ func (s *Stream) Close() error {
 	if s.closed {
 		return nil
 	}
+	s.relMu.Lock() // no release writes the ring's word once it is unmapped
 	s.closed = true
+	s.relMu.Unlock()
 	if s.done == nil {
 		s.done = ErrClosed
 	}
@@ -348,17 +454,29 @@ func (s *Stream) Close() error {
 	return nil
 }
 
-// mapRing maps the ring an Opened names, checking its layout.
-func mapRing(o *gloadpb.Opened) (*shm.Mapping, error) {
+// mapRing maps the ring an Opened names, checking its layout (and its
+// control region on doorbell streams).
+func mapRing(o *gloadpb.Opened) (*shm.Mapping, *shm.ClientDoorbell, error) {
 	if o.Slots == 0 || o.Slots < o.Prefetch || o.SlotBytes == 0 || o.SlotBytes > shm.MaxSlotBytes || o.Layout == nil {
-		return nil, fmt.Errorf("%w: opened: ring %s of %d slots of %d bytes (prefetch %d, layout %v)",
+		return nil, nil, fmt.Errorf("%w: opened: ring %s of %d slots of %d bytes (prefetch %d, layout %v)",
 			ErrProtocol, o.ShmPath, o.Slots, o.SlotBytes, o.Prefetch, o.Layout)
+	}
+	if o.ControlBytes > 0 {
+		if o.ControlOffset != uint64(o.Slots)*o.SlotBytes || int64(o.ControlBytes) != shm.ControlBytes(int(o.Slots)) {
+			return nil, nil, fmt.Errorf("%w: opened: control region of %d bytes at %d after %d slots of %d bytes",
+				ErrProtocol, o.ControlBytes, o.ControlOffset, o.Slots, o.SlotBytes)
+		}
+		m, bell, err := shm.MapDoorbell(o.ShmPath, int(o.Slots), int64(o.SlotBytes))
+		if err != nil {
+			return nil, nil, fmt.Errorf("shm transport (the client must run on the server's host, else use grpc): %w", err)
+		}
+		return m, bell, nil
 	}
 	m, err := shm.Map(o.ShmPath, int(o.Slots), int64(o.SlotBytes))
 	if err != nil {
-		return nil, fmt.Errorf("shm transport (the client must run on the server's host, else use grpc): %w", err)
+		return nil, nil, fmt.Errorf("shm transport (the client must run on the server's host, else use grpc): %w", err)
 	}
-	return m, nil
+	return m, nil, nil
 }
 
 // viewSlot points b's buffers into its ring slot, checking that they fit.

@@ -63,3 +63,35 @@ func (d *Doorbell) Released() uint64 { return atomic.LoadUint64(d.word(0)) }
 
 // Slots returns the number of slots the region has headers for.
 func (d *Doorbell) Slots() int { return d.slots }
+
+// ClientDoorbell is a client's view of a ring's control region: the slots'
+// headers (read) and the released word (written). Valid until the
+// [Mapping] it came with is closed.
+type ClientDoorbell struct {
+	headers []byte
+	word    []byte
+	slots   int
+}
+
+func load(b []byte, i int) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[i*8]))) }
+
+// Ready reports whether slot holds batch seq, and then its header.
+func (d *ClientDoorbell) Ready(slot int, seq uint64) (Header, bool) {
+	base := (HeaderStart + slot*HeaderBytes) / 8
+	if load(d.headers, base) != seq+1 {
+		return Header{}, false
+	}
+	w3, w4 := load(d.headers, base+3), load(d.headers, base+4)
+	h := Header{Seq: seq, Global: load(d.headers, base+1), RankStep: load(d.headers, base+2),
+		Rows: uint32(w3), Length: uint32(w3 >> 32), Pieces: uint32(w4), CuLen: uint32(w4 >> 32),
+		Trained: uint32(load(d.headers, base+5))}
+	return h, true
+}
+
+// Release stores n as the released count (batches handed back, in order).
+func (d *ClientDoorbell) Release(n uint64) {
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&d.word[0])), n)
+}
+
+// Slots returns the ring's slot count.
+func (d *ClientDoorbell) Slots() int { return d.slots }

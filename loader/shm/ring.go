@@ -180,8 +180,9 @@ type Mapping struct {
 	slots     int
 	slotBytes int64
 
-	mu  sync.Mutex
-	mem []byte
+	mu    sync.Mutex
+	mem   []byte
+	extra []byte // MapDoorbell: the read-write page of the released word
 }
 
 // Map maps the ring at path read-only, checking that it is a regular file
@@ -214,6 +215,41 @@ func Map(path string, slots int, slotBytes int64) (*Mapping, error) {
 	return &Mapping{path: path, slots: slots, slotBytes: slotBytes, mem: mem}, nil
 }
 
+// MapDoorbell maps a ring made by [CreateWithDoorbell]: the slots read-only
+// as [Map] does, and the control region's first page read-write (the client's
+// released word). The file must be exactly slots × slotBytes + ControlBytes.
+func MapDoorbell(path string, slots int, slotBytes int64) (*Mapping, *ClientDoorbell, error) {
+	if slots < 1 || slotBytes < 1 || slotBytes > MaxSlotBytes || int64(slots) > MaxRingBytes/slotBytes || slotBytes%SlotAlign != 0 {
+		return nil, nil, fmt.Errorf("%w: map ring %s: %d slots of %d bytes", ErrRing, path, slots, slotBytes)
+	}
+	ctl := ControlBytes(slots)
+	size := int64(slots)*slotBytes + ctl
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open ring %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("stat ring %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != size {
+		return nil, nil, fmt.Errorf("%w: %s: %s of %d bytes, want a regular file of %d×%d + %d bytes",
+			ErrRing, path, fi.Mode().Type(), fi.Size(), slots, slotBytes, ctl)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map ring %s: %w", path, err)
+	}
+	word, err := unix.Mmap(int(f.Fd()), int64(slots)*slotBytes, SlotAlign, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("map ring %s control: %w", path, err), unix.Munmap(mem))
+	}
+	m := &Mapping{path: path, slots: slots, slotBytes: slotBytes, mem: mem, extra: word}
+	off := int64(slots) * slotBytes
+	return m, &ClientDoorbell{headers: mem[off : off+ctl : off+ctl], word: word, slots: slots}, nil
+}
+
 // Path returns the ring file's path.
 func (m *Mapping) Path() string { return m.path }
 
@@ -234,6 +270,10 @@ func (m *Mapping) Close() error {
 	}
 	err := unix.Munmap(m.mem)
 	m.mem = nil
+	if m.extra != nil {
+		err = errors.Join(err, unix.Munmap(m.extra))
+		m.extra = nil
+	}
 	if err != nil {
 		return fmt.Errorf("unmap ring %s: %w", m.path, err)
 	}
