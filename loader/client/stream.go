@@ -144,6 +144,9 @@ type Stream struct {
 	relMu   sync.Mutex
 	relNext uint64
 	relDone []bool // by seq mod slots: released out of order, waiting for earlier ones
+	// ended is the end message when it came while Next waited for a
+	// batch in the ring (the server announces every batch before it).
+	ended *received
 
 	in         chan received
 	out        chan *gloadpb.ClientMessage
@@ -310,7 +313,9 @@ func (s *Stream) Next(ctx context.Context) (*Batch, error) {
 		s.last.ack()
 	}
 	var r received
-	if s.bell != nil && s.nextSeq < s.opened.Batches {
+	if s.bell != nil && s.nextSeq >= s.opened.Batches && s.ended != nil {
+		r = *s.ended
+	} else if s.bell != nil && s.nextSeq < s.opened.Batches {
 		b, rr, err := s.fromRing(ctx)
 		if err != nil {
 			return nil, err
@@ -373,6 +378,7 @@ func (s *Stream) fromRing(ctx context.Context) (*Batch, received, error) {
 	seq := s.nextSeq
 	slot := int(seq % uint64(s.bell.Slots()))
 	pause := ringPollMin
+	ended := s.ended != nil // the end came already: every batch is in the ring
 	for i := 0; ; i++ {
 		if h, ok := s.bell.Ready(slot, seq); ok {
 			b := &Batch{Seq: seq, GlobalIndex: h.Global, RankStep: h.RankStep, Rows: int(h.Rows), Length: int(h.Length),
@@ -384,12 +390,20 @@ func (s *Stream) fromRing(ctx context.Context) (*Batch, received, error) {
 			s.nextSeq++
 			return b, received{}, nil
 		}
+		if ended {
+			return nil, received{err: fmt.Errorf("%w: the stream ended after %d of %d batches announced in the ring", ErrProtocol, seq, s.opened.Batches)}, nil
+		}
 		select {
 		case r := <-s.in:
-			if r.err == nil {
-				r.err = fmt.Errorf("%w: the stream ended after %d of %d batches announced in the ring", ErrProtocol, seq, s.opened.Batches)
+			if r.err != nil || r.end == nil {
+				if r.err == nil {
+					r.err = fmt.Errorf("%w: a batch message on a doorbell stream", ErrProtocol)
+				}
+				return nil, r, nil
 			}
-			return nil, r, nil
+			// The end follows the last batch's announcement: look at the ring once more.
+			s.ended, ended = &r, true
+			continue
 		case <-ctx.Done():
 			return nil, received{}, ctx.Err()
 		default:
