@@ -41,25 +41,28 @@ type Doorbell struct {
 	slots int
 }
 
-func (d *Doorbell) word(i int) *uint64 {
-	return (*uint64)(unsafe.Pointer(&d.mem[i*8]))
-}
+// word is the i-th uint64 of b (the mappings are page-aligned, so every
+// word is 8-byte aligned).
+func word(b []byte, i int) *uint64 { return (*uint64)(unsafe.Pointer(&b[i*8])) }
+
+// headerWord is the index of slot's sequence word in the control region.
+func headerWord(slot int) int { return (HeaderStart + slot*HeaderBytes) / 8 }
 
 // Publish announces that slot holds the batch of h: the header's fields
 // first, its sequence word last (an atomic store: a reader that sees it sees
 // the slot's payload and the fields).
 func (d *Doorbell) Publish(slot int, h Header) {
-	base := (HeaderStart + slot*HeaderBytes) / 8
-	atomic.StoreUint64(d.word(base+1), h.Global)
-	atomic.StoreUint64(d.word(base+2), h.RankStep)
-	atomic.StoreUint64(d.word(base+3), uint64(h.Rows)|uint64(h.Length)<<32)
-	atomic.StoreUint64(d.word(base+4), uint64(h.Pieces)|uint64(h.CuLen)<<32)
-	atomic.StoreUint64(d.word(base+5), uint64(h.Trained))
-	atomic.StoreUint64(d.word(base), h.Seq+1)
+	base := headerWord(slot)
+	atomic.StoreUint64(word(d.mem, base+1), h.Global)
+	atomic.StoreUint64(word(d.mem, base+2), h.RankStep)
+	atomic.StoreUint64(word(d.mem, base+3), uint64(h.Rows)|uint64(h.Length)<<32)
+	atomic.StoreUint64(word(d.mem, base+4), uint64(h.Pieces)|uint64(h.CuLen)<<32)
+	atomic.StoreUint64(word(d.mem, base+5), uint64(h.Trained))
+	atomic.StoreUint64(word(d.mem, base), h.Seq+1)
 }
 
 // Released returns the client's released count (word 0).
-func (d *Doorbell) Released() uint64 { return atomic.LoadUint64(d.word(0)) }
+func (d *Doorbell) Released() uint64 { return atomic.LoadUint64(word(d.mem, 0)) }
 
 // Slots returns the number of slots the region has headers for.
 func (d *Doorbell) Slots() int { return d.slots }
@@ -68,16 +71,16 @@ func (d *Doorbell) Slots() int { return d.slots }
 // headers (read) and the released word (written). Valid until the
 // [Mapping] it came with is closed.
 type ClientDoorbell struct {
-	headers []byte
-	word    []byte
-	slots   int
+	headers  []byte
+	released []byte
+	slots    int
 }
 
-func load(b []byte, i int) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[i*8]))) }
+func load(b []byte, i int) uint64 { return atomic.LoadUint64(word(b, i)) }
 
 // Ready reports whether slot holds batch seq, and then its header.
 func (d *ClientDoorbell) Ready(slot int, seq uint64) (Header, bool) {
-	base := (HeaderStart + slot*HeaderBytes) / 8
+	base := headerWord(slot)
 	if load(d.headers, base) != seq+1 {
 		return Header{}, false
 	}
@@ -90,7 +93,7 @@ func (d *ClientDoorbell) Ready(slot int, seq uint64) (Header, bool) {
 
 // Release stores n as the released count (batches handed back, in order).
 func (d *ClientDoorbell) Release(n uint64) {
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&d.word[0])), n)
+	atomic.StoreUint64(word(d.released, 0), n)
 }
 
 // Slots returns the ring's slot count.

@@ -188,43 +188,36 @@ type Mapping struct {
 // Map maps the ring at path read-only, checking that it is a regular file
 // of exactly slots × slotBytes bytes.
 func Map(path string, slots int, slotBytes int64) (*Mapping, error) {
-	if slots < 1 || slotBytes < 1 || slotBytes > MaxSlotBytes || int64(slots) > MaxRingBytes/slotBytes {
-		return nil, fmt.Errorf("%w: map ring %s: %d slots of %d bytes", ErrRing, path, slots, slotBytes)
-	}
-	size := int64(slots) * slotBytes
-	if size > int64(^uint(0)>>1) {
-		return nil, fmt.Errorf("%w: map ring %s: %d bytes do not fit the address space", ErrRing, path, size)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open ring %s: %w", path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat ring %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() || fi.Size() != size {
-		return nil, fmt.Errorf("%w: %s: %s of %d bytes, want a regular file of %d×%d bytes",
-			ErrRing, path, fi.Mode().Type(), fi.Size(), slots, slotBytes)
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("map ring %s: %w", path, err)
-	}
-	return &Mapping{path: path, slots: slots, slotBytes: slotBytes, mem: mem}, nil
+	m, _, err := mapRing(path, slots, slotBytes, 0)
+	return m, err
 }
 
 // MapDoorbell maps a ring made by [CreateWithDoorbell]: the slots read-only
 // as [Map] does, and the control region's first page read-write (the client's
 // released word). The file must be exactly slots × slotBytes + ControlBytes.
 func MapDoorbell(path string, slots int, slotBytes int64) (*Mapping, *ClientDoorbell, error) {
-	if slots < 1 || slotBytes < 1 || slotBytes > MaxSlotBytes || int64(slots) > MaxRingBytes/slotBytes || slotBytes%SlotAlign != 0 {
+	if slotBytes%SlotAlign != 0 { // the control region must start on a page
 		return nil, nil, fmt.Errorf("%w: map ring %s: %d slots of %d bytes", ErrRing, path, slots, slotBytes)
 	}
-	ctl := ControlBytes(slots)
-	size := int64(slots)*slotBytes + ctl
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	return mapRing(path, slots, slotBytes, ControlBytes(slots))
+}
+
+// mapRing is Map with a control region of control bytes after the slots
+// (0: none), whose first page it maps read-write as well.
+func mapRing(path string, slots int, slotBytes, control int64) (*Mapping, *ClientDoorbell, error) {
+	if slots < 1 || slotBytes < 1 || slotBytes > MaxSlotBytes || int64(slots) > MaxRingBytes/slotBytes {
+		return nil, nil, fmt.Errorf("%w: map ring %s: %d slots of %d bytes", ErrRing, path, slots, slotBytes)
+	}
+	off := int64(slots) * slotBytes
+	size := off + control
+	if size > int64(^uint(0)>>1) {
+		return nil, nil, fmt.Errorf("%w: map ring %s: %d bytes do not fit the address space", ErrRing, path, size)
+	}
+	flags, want := os.O_RDONLY, fmt.Sprintf("%d×%d bytes", slots, slotBytes)
+	if control > 0 {
+		flags, want = os.O_RDWR, fmt.Sprintf("%d×%d + %d bytes", slots, slotBytes, control)
+	}
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open ring %s: %w", path, err)
 	}
@@ -234,20 +227,23 @@ func MapDoorbell(path string, slots int, slotBytes int64) (*Mapping, *ClientDoor
 		return nil, nil, fmt.Errorf("stat ring %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() || fi.Size() != size {
-		return nil, nil, fmt.Errorf("%w: %s: %s of %d bytes, want a regular file of %d×%d + %d bytes",
-			ErrRing, path, fi.Mode().Type(), fi.Size(), slots, slotBytes, ctl)
+		return nil, nil, fmt.Errorf("%w: %s: %s of %d bytes, want a regular file of %s",
+			ErrRing, path, fi.Mode().Type(), fi.Size(), want)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, nil, fmt.Errorf("map ring %s: %w", path, err)
 	}
-	word, err := unix.Mmap(int(f.Fd()), int64(slots)*slotBytes, SlotAlign, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	m := &Mapping{path: path, slots: slots, slotBytes: slotBytes, mem: mem}
+	if control == 0 {
+		return m, nil, nil
+	}
+	word, err := unix.Mmap(int(f.Fd()), off, SlotAlign, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("map ring %s control: %w", path, err), unix.Munmap(mem))
 	}
-	m := &Mapping{path: path, slots: slots, slotBytes: slotBytes, mem: mem, extra: word}
-	off := int64(slots) * slotBytes
-	return m, &ClientDoorbell{headers: mem[off : off+ctl : off+ctl], word: word, slots: slots}, nil
+	m.extra = word
+	return m, &ClientDoorbell{headers: mem[off:size:size], released: word, slots: slots}, nil
 }
 
 // Path returns the ring file's path.
