@@ -177,7 +177,6 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		st.queue.Add(float64(d))
 		st.client.queue.Add(int64(d))
 	})
-	cr.doorbell = useShm && c.open.GetShmDoorbell()
 	s.streams.Add(1)
 	s.metrics.streams.WithLabelValues(c.ds.name).Inc()
 	defer func() {
@@ -224,6 +223,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	if ring != nil {
 		bell = ring.Doorbell()
 	}
+	cr.doorbell = bell != nil
 	opened.Labels = storesLabels(c.ds.tokens())
 	if err := stream.Send(&gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_Opened{Opened: opened}}); err != nil {
 		return err
