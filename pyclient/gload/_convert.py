@@ -139,7 +139,7 @@ class Converter:
         for name, dt in _FIELDS:
             off = getattr(self.layout, name)
             size = np.dtype(dt).itemsize
-            room = max(0, self.ring.slot_bytes - off) // size if off < self.ring.slot_bytes else 0
+            room = (self.ring.slot_bytes - off) // size if off < self.ring.slot_bytes else 0
             out[name] = self.ring.view(slot, min(off, self.ring.slot_bytes), dt, room)
         return out
 

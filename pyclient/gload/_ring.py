@@ -20,6 +20,11 @@ from .errors import ProtocolError
 
 log = logging.getLogger("gload")
 
+# The doorbell control region (loader/shm/doorbell.go): word 0 is the released count; slot i's header of 8 words
+# starts at byte HEADER_START + i × HEADER_BYTES.
+HEADER_START = 64
+HEADER_BYTES = 64
+
 # cudaHostRegister flags (cuda_runtime_api.h).
 _CUDA_HOST_REGISTER_DEFAULT = 0
 _CUDA_HOST_REGISTER_READ_ONLY = 8
@@ -31,7 +36,7 @@ class Ring:
     def __init__(self, path: str, slots: int, slot_bytes: int, control_offset: int = 0, control_bytes: int = 0) -> None:
         if slots < 1 or slot_bytes < 1:
             raise ProtocolError(f"opened: ring {path} of {slots} slots of {slot_bytes} bytes")
-        if control_bytes and (control_offset != slots * slot_bytes or control_bytes < 64 + 64 * slots
+        if control_bytes and (control_offset != slots * slot_bytes or control_bytes < HEADER_START + HEADER_BYTES * slots
                               or control_bytes % mmap.PAGESIZE):
             raise ProtocolError(f"opened: ring {path}: control region of {control_bytes} bytes at {control_offset} "
                                 f"does not follow {slots} slots of {slot_bytes} bytes")
@@ -58,8 +63,8 @@ class Ring:
         self.headers: Optional[np.ndarray] = None
         self.released: Optional[np.ndarray] = None
         if control_bytes:
-            self.headers = np.frombuffer(self._mm, dtype="<u8", count=(control_bytes - 64) // 8,
-                                         offset=control_offset + 64).reshape(-1, 8)[:slots]
+            self.headers = np.frombuffer(self._mm, dtype="<u8", count=slots * HEADER_BYTES // 8,
+                                         offset=control_offset + HEADER_START).reshape(slots, HEADER_BYTES // 8)
             self.released = np.frombuffer(self._ctl_mm, dtype="<u8", count=1)
         self._torch: Any = None  # torch.uint8 tensor over the whole ring, made on demand
         self._registered = False

@@ -860,9 +860,18 @@ _inherited: List[Any] = []
 # H200 rose from 0.7% to 1.4% (the copy's synchronisation; a release of the slot when the copy's event fires, without
 # a host wait, is not built yet).
 _SHM_DOORBELL = os.environ.get("GLOAD_SHM_DOORBELL", "1") != "0"
-# Fields that belong to the process that made them: never pickled.
-_RUNTIME_FIELDS = ("_pid", "_channel", "_stub", "_stream", "_stats", "_opened", "_worker_index", "_base_consumed",
-                   "_handed", "_source_rows", "_source_tokens", "_trained_tokens", "_real_tokens")
+
+
+def _runtime_fields() -> frozenset:
+    """The fields that belong to the process that made them (never pickled): whatever _init_runtime and
+    _reset_position set, read off a bare object so that the two cannot drift apart."""
+    probe = object.__new__(Loader)
+    Loader._init_runtime(probe)
+    Loader._reset_position(probe)
+    return frozenset(vars(probe))
+
+
+_RUNTIME_FIELDS = _runtime_fields()
 # Every Loader of this process, for the at-fork hooks.
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
 
