@@ -15,10 +15,12 @@ import (
 // word, so a stream carries no message per batch. This file holds the server's
 // half of the return path; stream.go publishes.
 
-// Polling the released word: a short spin, then sleeps doubling up to
-// releasePollMax. The ring is full only when the client is slower than the
-// server, and the server then runs a whole ring ahead, so the delay in seeing
-// a slot come back is hidden by the prefetch depth.
+// Waiting for the released word: a short spin, then futex sleeps whose
+// timeout doubles up to releasePollMax (so that a client which does not wake
+// the server, an older one, is still seen, and the stream's context is looked
+// at between sleeps). The client wakes the server once half the ring has come
+// back (see shm/futex.go): the other half is still ready for it, and the
+// server refills slots in groups rather than one wake-up per batch.
 const (
 	releaseSpin    = 64
 	releasePollMin = 10 * time.Microsecond
@@ -33,9 +35,6 @@ func watchReleases(ctx context.Context, bell *shm.Doorbell, cr *credits, total i
 	slots := uint64(bell.Slots())
 	var next uint64
 	idle, pause := 0, releasePollMin
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
 	for next < uint64(total) {
 		got := bell.Released()
 		if got < next {
@@ -44,12 +43,10 @@ func watchReleases(ctx context.Context, bell *shm.Doorbell, cr *credits, total i
 		if got == next {
 			idle++
 			if idle > releaseSpin {
-				timer.Reset(pause)
-				select {
-				case <-ctx.Done():
+				if ctx.Err() != nil {
 					return nil
-				case <-timer.C:
 				}
+				bell.WaitReleased(next, min(next+max(slots/2, 1), uint64(total)), pause)
 				pause = min(2*pause, releasePollMax)
 			}
 			continue

@@ -364,7 +364,9 @@ func (s *Stream) handOut(b *Batch, t0 time.Time) *Batch {
 	return b
 }
 
-// Doorbell polling: a short spin, then sleeps doubling to ringPollMax.
+// Doorbell waits: a short spin, then futex sleeps on the slot's word (the
+// server wakes the client when it publishes) whose timeout doubles to
+// ringPollMax; the stream's messages and context are looked at in between.
 const (
 	ringSpin    = 200
 	ringPollMin = 5 * time.Microsecond
@@ -411,7 +413,7 @@ func (s *Stream) fromRing(ctx context.Context) (*Batch, received, error) {
 		if i < ringSpin {
 			continue
 		}
-		time.Sleep(pause)
+		s.bell.WaitReady(slot, seq, pause)
 		pause = min(2*pause, ringPollMax)
 	}
 }
