@@ -20,8 +20,11 @@ from .errors import ProtocolError
 
 log = logging.getLogger("gload")
 
-# The doorbell control region (loader/shm/doorbell.go): word 0 is the released count; slot i's header of 8 words
-# starts at byte HEADER_START + i × HEADER_BYTES.
+# The doorbell control region (loader/shm/doorbell.go): word 0 is the released count; bytes 8 and 16 the server's and
+# the client's waiting flags (uint32: 1 while that side sleeps in a futex); slot i's header of 8 words starts at byte
+# HEADER_START + i × HEADER_BYTES.
+SERVER_WAITING = 8
+CLIENT_WAITING = 16
 HEADER_START = 64
 HEADER_BYTES = 64
 
@@ -59,13 +62,18 @@ class Ring:
         finally:
             os.close(fd)
         self._bytes: Optional[np.ndarray] = np.frombuffer(self._mm, dtype=np.uint8)
-        # Doorbell (Opened.control_offset): the slots' headers (read) and the released word (written).
+        # Doorbell (Opened.control_offset): the slots' headers (read), the released word (written) and the waiting
+        # flags (the server's read, the client's written).
         self.headers: Optional[np.ndarray] = None
         self.released: Optional[np.ndarray] = None
+        self.server_waiting: Optional[np.ndarray] = None
+        self.client_waiting: Optional[np.ndarray] = None
         if control_bytes:
             self.headers = np.frombuffer(self._mm, dtype="<u8", count=slots * HEADER_BYTES // 8,
                                          offset=control_offset + HEADER_START).reshape(slots, HEADER_BYTES // 8)
             self.released = np.frombuffer(self._ctl_mm, dtype="<u8", count=1)
+            self.server_waiting = np.frombuffer(self._ctl_mm, dtype="<u4", count=1, offset=SERVER_WAITING)
+            self.client_waiting = np.frombuffer(self._ctl_mm, dtype="<u4", count=1, offset=CLIENT_WAITING)
         self._torch: Any = None  # torch.uint8 tensor over the whole ring, made on demand
         self._registered = False
         self.pinned = False
@@ -154,6 +162,8 @@ class Ring:
         self._bytes = None
         self.headers = None
         self.released = None
+        self.server_waiting = None
+        self.client_waiting = None
         if self._ctl_mm is not None:
             ctl, self._ctl_mm = self._ctl_mm, None
             try:

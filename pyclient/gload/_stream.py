@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -10,9 +11,10 @@ from typing import Any, Callable, Dict, Iterator, Optional, Union
 
 import grpc
 
+from . import _futex
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
-from ._ring import Ring
+from ._ring import HEADER_BYTES, Ring
 from .errors import ProtocolError, ServerUnavailable, translate
 
 # Items the reader thread queues besides converted batches.
@@ -58,8 +60,9 @@ class SlotHeader:
         self.trained_tokens = int(words[5])
 
 
-# Doorbell waits: check the slot's word, spin a little (yielding the GIL), then sleep in growing steps; the stream's
-# queue (failures, the end) is looked at on every round.
+# Doorbell waits: check the slot's word, spin a little (yielding the GIL), then sleep on the word in a futex that the
+# server wakes when it publishes (plain sleeps where futexes are missing), with timeouts growing to _SLEEP_MAX_S; the
+# stream's queue (failures, the end) is looked at on every round.
 _SPIN_S = 50e-6
 _SLEEP_MIN_S = 20e-6
 _SLEEP_MAX_S = 1e-3
@@ -96,6 +99,8 @@ class Stream:
         self._closed = False
         self.doorbell = False  # batches announced in the ring (set from Opened.control_offset)
         self._next_seq = 0
+        # CUDA doorbell streams: (seq, copy event) of batches handed out whose slot goes back once the event fired.
+        self._unreleased: "collections.deque[tuple[int, Any]]" = collections.deque()
         self._report_n = 0
         self._report_wait = 0.0
         self._report_step = 0.0
@@ -171,6 +176,11 @@ class Stream:
         self.converter = self._make_converter(self.ring, o.layout if o.shm_path else None)
         self.converter.stored_labels = bool(o.labels)
         self.doorbell = self.ring is not None and self.ring.headers is not None
+        if self.doorbell:
+            assert self.ring is not None and self.ring.headers is not None and self.ring.released is not None
+            self._headers_addr = int(self.ring.headers.ctypes.data)
+            self._released_addr = int(self.ring.released.ctypes.data)
+            self.converter.inline = self.converter.cuda
         if len(o.source_offsets) > 0:
             import numpy as np
 
@@ -205,6 +215,8 @@ class Stream:
         o, ring = self.opened, self.ring
         assert o is not None and ring is not None and ring.headers is not None
         seq = self._next_seq
+        if self._unreleased:
+            self._release_copied()
         if seq >= o.batches:
             return self._get_failure_or_end(timeout)  # the end message follows the last batch's word at once
         slot = seq % ring.slots
@@ -223,16 +235,29 @@ class Stream:
         start = time.monotonic()
         deadline = None if timeout is None else start + timeout
         pause = _SLEEP_MIN_S
+        ring = self.ring
+        assert ring is not None and ring.client_waiting is not None
+        addr = self._headers_addr + (seq % ring.slots) * HEADER_BYTES
         while int(words[0]) != seq + 1:
             if not self._in.empty():
                 self._get_failure_or_end(0)
+            if self._unreleased:
+                self._release_copied()
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 raise queue.Empty
             if now - start < _SPIN_S:
                 time.sleep(0)
                 continue
-            time.sleep(pause if deadline is None else min(pause, max(0.0, deadline - now)))
+            nap = pause if deadline is None else min(pause, max(0.0, deadline - now))
+            if _futex.AVAILABLE:
+                ring.client_waiting[0] = 1
+                seen = int(words[0])
+                if seen != seq + 1:
+                    _futex.sleep(addr, seen, nap)  # the kernel compares the word again before sleeping
+                ring.client_waiting[0] = 0
+            else:
+                time.sleep(nap)
             pause = min(2 * pause, _SLEEP_MAX_S)
 
     def _get_failure_or_end(self, timeout: Optional[float]) -> Optional[Ready]:
@@ -260,12 +285,36 @@ class Stream:
         raise ProtocolError(f"unexpected item on a doorbell stream: {item!r}")
 
     def ack(self, r: Ready) -> None:
-        """Hands r's credit (and slot) back to the server."""
+        """Hands r's credit (and slot) back to the server (CUDA doorbell streams: once its copy has completed)."""
         if self.doorbell:
-            assert self.ring is not None and self.ring.released is not None
-            self.ring.released[0] = r.seq + 1  # batches are released in stream order
+            conv = self.converter
+            if conv is not None and conv.inline:
+                self._unreleased.append((r.seq, conv.copied))
+                conv.copied = None
+                self._release_copied()
+                return
+            self._release(r.seq)
             return
         self._out.put(("ack", r.seq, r.slot))
+
+    def _release_copied(self) -> None:
+        """Returns the slots of handed-out CUDA batches whose copy out of the ring has completed, in order (a
+        query of each copy's event: no host wait)."""
+        q = self._unreleased
+        last = -1
+        while q and (q[0][1] is None or q[0][1].query()):
+            last = q.popleft()[0]
+        if last >= 0:
+            self._release(last)
+
+    def _release(self, seq: int) -> None:
+        """Stores the released count (every batch up to seq) and wakes the server if it waits for it."""
+        ring = self.ring
+        assert ring is not None and ring.released is not None and ring.server_waiting is not None
+        ring.released[0] = seq + 1  # batches are released in stream order
+        wake_at = int(ring.server_waiting[0])  # the server sleeps until the released count reaches this
+        if wake_at and ((seq + 1 - wake_at) & 0xFFFFFFFF) < 0x80000000 and _futex.AVAILABLE:
+            _futex.wake(self._released_addr)
 
     def report(self, seq: int, wait_s: float, step_s: float) -> None:
         """Tells the server how long the loop waited for batch seq and how long its last step took (seconds);
