@@ -67,8 +67,17 @@ class Converter:
         layout: Optional["pb.SlotLayout"],
         shift_labels: bool = False,
         ignore_index: int = IGNORE_INDEX,
+        static_buffers: bool = False,
     ) -> None:
         self.tensors = tensors
+        # CUDA on a doorbell stream (set by the stream): convert runs on the thread that calls next(), the copy out
+        # of the slot is not waited for; the slot goes back once ``copied`` (the last batch's copy event) has fired.
+        self.inline = False
+        self.copied: Any = None
+        # CUDA: every batch of one shape handed out in the same device tensors (for CUDA graphs), copied into them
+        # on the caller's stream in hand_out.
+        self.static_buffers = bool(static_buffers)
+        self._static: Dict[Any, Dict[str, Any]] = {}
         self.labels = labels or "labels" in keys
         self.stored_labels = False  # set from Opened.labels: batches carry the dataset's SFT labels
         # Mixtures (set from Opened.source_offsets): index entry v is row v - offsets[s] of source s.
@@ -230,11 +239,19 @@ class Converter:
     def _convert_cuda(self, b: "pb.Batch") -> Dict[str, Any]:
         import torch
 
+        if self.inline:
+            # On the caller's thread: its current stream is left alone (the copy runs on the side stream in a
+            # stream context).
+            with torch.cuda.stream(self._stream):
+                return self._convert_cuda_on_side_stream(b)
         if self._thread != threading.get_ident():
             # The reader thread's current device and stream, set once: no context managers per batch.
             torch.cuda.set_device(self.device)
             torch.cuda.set_stream(self._stream)
             self._thread = threading.get_ident()
+        return self._convert_cuda_on_side_stream(b)
+
+    def _convert_cuda_on_side_stream(self, b: "pb.Batch") -> Dict[str, Any]:
         counts = _counts(b, self.stored_labels)
         if b.slot >= 0:
             if self.ring is None or self.layout is None:
@@ -270,8 +287,8 @@ class Converter:
     def _copy_cuda(self, b: "pb.Batch", src: Any, offs: Dict[str, int], counts: Dict[str, int]) -> Dict[str, Any]:
         """One host-to-device copy of the used part of the slot (or staging buffer), then views and the derived
         tensors computed on the device, all on the side stream. Returns when the copy is done (the slot may be
-        reused); the derived tensors are ready once the batch's event has fired (hand_out orders the caller's
-        stream after it)."""
+        reused) or, inline, at once with the copy's event in ``copied``; the derived tensors are ready once the
+        batch's event has fired (hand_out orders the caller's stream after it)."""
         import torch
 
         rows, length = b.rows, b.length
@@ -332,16 +349,33 @@ class Converter:
             counts = self._split_sources(h, host["lengths"].astype(np.int64), b.cu_len > 0)
             out["index"] = torch.from_numpy(h["index"]).to(self.device)
             out["source"] = torch.from_numpy(h["source"]).to(self.device)
+        out = self._select(out)
         done = torch.cuda.Event()
         done.record()
-        out = self._select(out)
         self._pending_events[id(out)] = done
         if counts is not None:
             self._source_counts[id(out)] = counts
         if self.stored_labels:
             self._label_counts[id(out)] = (int(b.trained_tokens), int(self._np_sources(b)["lengths"].astype(np.int64).sum()))
-        copied.synchronize()  # the slot (or staging buffer) may be reused from here on
+        if self.inline:
+            self.copied = copied  # the stream returns the slot once it has fired
+        else:
+            copied.synchronize()  # the slot (or staging buffer) may be reused from here on
         return out
+
+    def _into_static(self, batch: Dict[str, Any]) -> None:
+        """Copies a batch's tensors, on the caller's current stream (so after the previous step's reads of the same
+        buffers), into the device tensors kept for its shape (made on first use) and puts those in the batch:
+        every batch of a shape has the same addresses, as CUDA graphs need (a tensor whose size depends on the
+        content, such as a packed batch's index or cu_seqlens, gets a new one when its size changes)."""
+        ids = batch["input_ids"]
+        bufs = self._static.setdefault(tuple(ids.shape), {})
+        for k, v in batch.items():
+            buf = bufs.get(k)
+            if buf is None or buf.shape != v.shape or buf.dtype != v.dtype:
+                buf = bufs[k] = torch.empty_like(v)  # on the current stream: the caller's
+            buf.copy_(v)
+            batch[k] = buf
 
     def _stage(self, b: "pb.Batch", counts: Dict[str, int]) -> "tuple[Any, Dict[str, int]]":
         """Copies a gRPC batch's buffers into the stream's pinned staging buffer (grown as needed; reused: the
@@ -387,6 +421,8 @@ class Converter:
                 cur.wait_event(done)
             for v in batch.values():
                 v.record_stream(cur)
+            if self.static_buffers:
+                self._into_static(batch)
 
     def close(self) -> None:
         self._slot_views.clear()
@@ -395,3 +431,5 @@ class Converter:
         if self.cuda:
             self._slots.clear()
             self._pending_events.clear()
+            self._static.clear()
+            self.copied = None

@@ -107,7 +107,11 @@ class Loader(_Base):
     ``return_tensors`` ("pt" or "np") forces one or the other. ``dtype`` is int64 for input_ids, attention_mask,
     labels and position_ids by default (what transformers' models and ``cross_entropy`` expect), one int32/int64
     dtype for all four, or a dict per key (``{"input_ids": torch.int32, "labels": torch.int64}``). Every tensor
-    handed out is the caller's: writable, and never touched by the client again.
+    handed out is the caller's: writable, and never touched by the client again — except with
+    ``static_buffers=True`` (``device="cuda"`` only, for CUDA graphs): then every batch of one shape comes in the
+    same device tensors, overwritten by the next batch of that shape on the stream that was current at the
+    ``next()`` call (so after the work queued on it before), and a tensor whose size depends on the content
+    (``index``, and ``cu_seqlens`` of packed batches) is replaced when its size changes.
 
     ``eval=True`` (or ``shuffle=False, remainder="keep"``) is an evaluation pass: rows in dataset order, cut into
     consecutive batches each padded to its own longest row, no warm-up, the last partial batch kept and every row
@@ -191,6 +195,7 @@ class Loader(_Base):
         shuffle: bool = True,
         eval: bool = False,
         ignore_index: int = _keys.DEFAULT_IGNORE_INDEX,
+        static_buffers: bool = False,
     ) -> None:
         # What the caller set, for integrations that take unset settings from elsewhere (gload.hf).
         self._given = {k for k, v in (("batch_size", batch_size), ("seed", seed), ("remainder", remainder)) if v is not None}
@@ -280,6 +285,12 @@ class Loader(_Base):
         self.dtype = dtype
         self._dtypes = _keys.check_dtypes(dtype, return_tensors)
         self.device = self._check_device(device)
+        if static_buffers is not True and static_buffers is not False:
+            raise ValueError(f"static_buffers {static_buffers!r}: want True or False")
+        if static_buffers and not self._cuda_output():
+            raise ValueError("static_buffers=True keeps a batch's device tensors for CUDA graphs: it needs "
+                             f"device='cuda' (device is {device!r})")
+        self.static_buffers = static_buffers
         self._pending: Optional[State] = None  # a loaded state, used by the next stream of its epoch
         # Where the stream of the object this one was copied from (pickle, fork) stood: next() continues there.
         self._resume_point: Optional[State] = None
@@ -436,7 +447,7 @@ class Loader(_Base):
             dataset="" if self._mixture else self.dataset, rank=rank, world_size=world, worker=worker, num_workers=workers, seed=self.seed,
             epoch=self.epoch, policy=self._policy, resume=resume,
             transport=pb.TRANSPORT_SHM if self.transport == "shm" else pb.TRANSPORT_GRPC,
-            shm_doorbell=self.transport == "shm" and _SHM_DOORBELL and not self._cuda_output(),
+            shm_doorbell=self.transport == "shm" and _SHM_DOORBELL,
             prefetch=self.prefetch, client_id=cid)
 
     # -- streams ---------------------------------------------------------------------------------------------------
@@ -460,7 +471,8 @@ class Loader(_Base):
     def _converter(self, ring: Optional[Ring], layout: Optional[pb.SlotLayout]) -> Converter:
         return Converter(tensors=self.return_tensors, device=self.device, dtypes=self._dtypes,
                          labels=self._want_labels, position_start=self.position_start, keys=self.keys, ring=ring,
-                         layout=layout, shift_labels=self.shift_labels, ignore_index=self.ignore_index)
+                         layout=layout, shift_labels=self.shift_labels, ignore_index=self.ignore_index,
+                         static_buffers=self.static_buffers)
 
     def _start(self, patience: float) -> None:
         """Opens this epoch's stream (from the loaded state, if any), retrying an unreachable server for
@@ -855,10 +867,8 @@ def _refuse_auto_batching(caller: Any) -> None:
 _inherited: List[Any] = []
 # shm: batches announced in the ring itself, slots returned through it (no message per batch), converted on the
 # thread that calls next(); GLOAD_SHM_DOORBELL=0 asks for the message hand-off instead (to compare them:
-# pyclient/bench/next_latency.py, bench/device_handoff.sh). device="cuda" keeps the message hand-off, whose reader
-# thread overlaps the host-to-device copy with the training step: with the copy inline, train_ref's data wait on the
-# H200 rose from 0.7% to 1.4% (the copy's synchronisation; a release of the slot when the copy's event fires, without
-# a host wait, is not built yet).
+# pyclient/bench/next_latency.py, bench/device_handoff.sh). With device="cuda" the copy to the device is queued on a
+# side stream and not waited for: the slot goes back once the copy's event has fired (queried on later calls).
 _SHM_DOORBELL = os.environ.get("GLOAD_SHM_DOORBELL", "1") != "0"
 
 

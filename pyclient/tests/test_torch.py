@@ -145,6 +145,69 @@ def test_cuda_ring_pinned(server):
         assert l._stream.ring.pinned, "cudaHostRegister of the ring failed"
 
 
+@cuda
+def test_cuda_doorbell_no_host_wait(server, datasets):
+    """device='cuda' over shm is a doorbell stream: the copy out of the slot is queued and not waited for, its slot
+    goes back once the copy's event fired (in order), and the epoch is exact while the training stream is kept
+    busy (a long kernel queued before each next(): the copies on the side stream must not wait for it)."""
+    busy = torch.randn(2048, 2048, device="cuda")
+    with make(server, "shm", device="cuda", prefetch=2, batch_size=4) as g, make(server, "shm", batch_size=4) as c:
+        it = iter(g)
+        gb = []
+        for b in it:
+            for _ in range(4):
+                busy = busy @ busy / 2048  # keeps the caller's stream busy for a while
+            gb.append({k: v.clone() for k, v in b.items()})
+            st = g._stream
+            if st is not None:
+                assert st.doorbell and st.converter.inline
+                assert len(st._unreleased) <= 2, "slots are not coming back"
+        cb = list(c)
+    torch.cuda.synchronize()
+    assert len(gb) == len(cb)
+    for a, b in zip(gb, cb):
+        for k in a:
+            assert torch.equal(a[k].cpu(), b[k]), k
+    assert sorted(rows_of(gb)) == list(range(datasets.rows["small"]))
+
+
+@cuda
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_cuda_static_buffers_and_graph(server, transport):
+    """static_buffers=True: every batch of a shape in the same device tensors, so a CUDA graph captured on the first
+    batch replays on every later one of that shape and sees each batch's values."""
+    kw = dict(batch_size=4, pad_multiple=256, max_length=256, keys=["input_ids", "attention_mask", "labels"])
+    with make(server, transport, device="cuda", static_buffers=True, **kw) as g, make(server, transport, **kw) as c:
+        want = list(c)
+        graphs, ptrs = {}, {}
+        sums = []
+        s = torch.cuda.Stream()
+        for b in g:
+            shape = tuple(b["input_ids"].shape)
+            ptr = {k: v.data_ptr() for k, v in b.items()}
+            assert ptrs.setdefault(shape, ptr) == ptr, "a shape's buffers moved"
+            if shape not in graphs:
+                out = torch.empty((), dtype=torch.int64, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):  # warm-up outside capture, as torch's docs ask
+                    out.copy_((b["input_ids"] * b["attention_mask"]).sum() + (b["labels"] >= 0).sum())
+                torch.cuda.current_stream().wait_stream(s)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    out.copy_((b["input_ids"] * b["attention_mask"]).sum() + (b["labels"] >= 0).sum())
+                graphs[shape] = (graph, out)
+            graph, out = graphs[shape]
+            graph.replay()
+            sums.append(out.item())
+    assert len(sums) == len(want) > 2
+    assert sums == [int((w["input_ids"] * w["attention_mask"]).sum() + (w["labels"] >= 0).sum()) for w in want]
+
+
+def test_static_buffers_need_cuda(server):
+    with pytest.raises(ValueError, match="static_buffers=True .* needs device='cuda'"):
+        make(server, "shm", static_buffers=True)
+
+
 @pytest.mark.parametrize("ctx", ["fork", "spawn", "forkserver"])
 def test_dataloader_every_start_method(server, datasets, ctx):
     """DataLoader(num_workers=2, multiprocessing_context=ctx): the Loader pickles (spawn, forkserver) or is inherited
