@@ -22,6 +22,18 @@ trap cleanup EXIT
 export PYTHONPATH=$PWD/pyclient:$PWD/bench
 python3 -c 'import torch, grpc; print("torch", torch.__version__, torch.cuda.get_device_name(0), "grpcio", grpc.__version__)' | tee "$OUT/versions.txt"
 
+# The CUDA tests of the hand-off (doorbell copies released on their event, static buffers under a CUDA graph) and the
+# doorbell suite, against this machine's torch; pytest from build/devrun/whl when the image lacks it.
+PY=python3
+if ! python3 -c 'import pytest' 2>/dev/null; then
+	V=$W/venv
+	python3 -m venv --system-site-packages "$V" && "$V/bin/pip" install -q --no-index --find-links $d/whl pytest 2>&1 | tail -2
+	PY=$V/bin/python
+fi
+echo "== pytest (CUDA hand-off) $(date -u +%T)"
+(cd pyclient && GLOAD_BIN=$PWD/../$G timeout 240 $PY -m pytest -q -rs -p no:cacheprovider tests/test_handoff.py tests/test_torch.py \
+	-k "cuda or static or doorbell" 2>&1 | tail -15) | tee "$OUT/pytest_cuda.txt"
+
 for mode in doorbell messages; do
 	echo "== next_latency ($mode) $(date -u +%T)"
 	GLOAD_SHM_DOORBELL=$([[ $mode == doorbell ]] && echo 1 || echo 0) timeout 150 python3 pyclient/bench/next_latency.py \

@@ -31,6 +31,10 @@ fi
 if ! compgen -G "$d/whl/torchdata-*.whl" >/dev/null; then
 	python3 -m pip download -q --no-deps --only-binary=:all: -d "$d/whl" torchdata==0.11.0
 fi
+# bench/device_handoff.sh: pytest (pure Python; for the CUDA tests where the image lacks it).
+if ! compgen -G "$d/whl/pytest-*.whl" >/dev/null; then
+	python3 -m pip download -q --only-binary=:all: --python-version 3.12 -d "$d/whl" pytest==8.3.5
+fi
 # bench/device_identity.sh: the merge and first-batch benchmarks as test binaries.
 for p in tokenize/merge loader; do
 	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations go test -c -ldflags="-s -w" -o "build/$(basename $p).test" "./$p"
