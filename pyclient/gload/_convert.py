@@ -70,10 +70,6 @@ class Converter:
         static_buffers: bool = False,
     ) -> None:
         self.tensors = tensors
-        # CUDA on a doorbell stream (set by the stream): convert runs on the thread that calls next(), the copy out
-        # of the slot is not waited for; the slot goes back once ``copied`` (the last batch's copy event) has fired.
-        self.inline = False
-        self.copied: Any = None
         # CUDA: every batch of one shape handed out in the same device tensors (for CUDA graphs), copied into them
         # on the caller's stream in hand_out.
         self.static_buffers = bool(static_buffers)
@@ -239,19 +235,11 @@ class Converter:
     def _convert_cuda(self, b: "pb.Batch") -> Dict[str, Any]:
         import torch
 
-        if self.inline:
-            # On the caller's thread: its current stream is left alone (the copy runs on the side stream in a
-            # stream context).
-            with torch.cuda.stream(self._stream):
-                return self._convert_cuda_on_side_stream(b)
         if self._thread != threading.get_ident():
             # The reader thread's current device and stream, set once: no context managers per batch.
             torch.cuda.set_device(self.device)
             torch.cuda.set_stream(self._stream)
             self._thread = threading.get_ident()
-        return self._convert_cuda_on_side_stream(b)
-
-    def _convert_cuda_on_side_stream(self, b: "pb.Batch") -> Dict[str, Any]:
         counts = _counts(b, self.stored_labels)
         if b.slot >= 0:
             if self.ring is None or self.layout is None:
@@ -287,8 +275,8 @@ class Converter:
     def _copy_cuda(self, b: "pb.Batch", src: Any, offs: Dict[str, int], counts: Dict[str, int]) -> Dict[str, Any]:
         """One host-to-device copy of the used part of the slot (or staging buffer), then views and the derived
         tensors computed on the device, all on the side stream. Returns when the copy is done (the slot may be
-        reused) or, inline, at once with the copy's event in ``copied``; the derived tensors are ready once the
-        batch's event has fired (hand_out orders the caller's stream after it)."""
+        reused); the derived tensors are ready once the batch's event has fired (hand_out orders the caller's
+        stream after it)."""
         import torch
 
         rows, length = b.rows, b.length
@@ -349,18 +337,15 @@ class Converter:
             counts = self._split_sources(h, host["lengths"].astype(np.int64), b.cu_len > 0)
             out["index"] = torch.from_numpy(h["index"]).to(self.device)
             out["source"] = torch.from_numpy(h["source"]).to(self.device)
-        out = self._select(out)
         done = torch.cuda.Event()
         done.record()
+        out = self._select(out)
         self._pending_events[id(out)] = done
         if counts is not None:
             self._source_counts[id(out)] = counts
         if self.stored_labels:
             self._label_counts[id(out)] = (int(b.trained_tokens), int(self._np_sources(b)["lengths"].astype(np.int64).sum()))
-        if self.inline:
-            self.copied = copied  # the stream returns the slot once it has fired
-        else:
-            copied.synchronize()  # the slot (or staging buffer) may be reused from here on
+        copied.synchronize()  # the slot (or staging buffer) may be reused from here on
         return out
 
     def _into_static(self, batch: Dict[str, Any]) -> None:
@@ -368,8 +353,9 @@ class Converter:
         buffers), into the device tensors kept for its shape (made on first use) and puts those in the batch:
         every batch of a shape has the same addresses, as CUDA graphs need (a tensor whose size depends on the
         content, such as a packed batch's index or cu_seqlens, gets a new one when its size changes)."""
-        ids = batch["input_ids"]
-        bufs = self._static.setdefault(tuple(ids.shape), {})
+        import torch
+
+        bufs = self._static.setdefault(tuple(batch["input_ids"].shape), {})
         for k, v in batch.items():
             buf = bufs.get(k)
             if buf is None or buf.shape != v.shape or buf.dtype != v.dtype:
@@ -432,4 +418,3 @@ class Converter:
             self._slots.clear()
             self._pending_events.clear()
             self._static.clear()
-            self.copied = None

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import collections
 import queue
 import threading
 import time
@@ -99,8 +98,11 @@ class Stream:
         self._closed = False
         self.doorbell = False  # batches announced in the ring (set from Opened.control_offset)
         self._next_seq = 0
-        # CUDA doorbell streams: (seq, copy event) of batches handed out whose slot goes back once the event fired.
-        self._unreleased: "collections.deque[tuple[int, Any]]" = collections.deque()
+        # CUDA doorbell streams: a thread takes batches from the ring, copies them to the device (a host wait for
+        # the copy there, not in the training loop), returns the slot and queues the batch.
+        self._ring_reader: Optional[threading.Thread] = None
+        self._grpc_ended = False
+        self._failed = False
         self._report_n = 0
         self._report_wait = 0.0
         self._report_step = 0.0
@@ -149,7 +151,10 @@ class Stream:
                     self._on_opened(msg.opened)
                 elif kind == "end":
                     self._out.put(None)  # close our side: the call then ends with OK
-                    self._in.put(_END)
+                    if self._ring_reader is not None:
+                        self._grpc_ended = True  # the ring reader queues the end after the last batch
+                    else:
+                        self._in.put(_END)
                     return
                 else:
                     raise ProtocolError(f"unexpected server message {kind!r}")
@@ -180,15 +185,19 @@ class Stream:
             assert self.ring is not None and self.ring.headers is not None and self.ring.released is not None
             self._headers_addr = int(self.ring.headers.ctypes.data)
             self._released_addr = int(self.ring.released.ctypes.data)
-            self.converter.inline = self.converter.cuda
+            if self.converter.cuda:
+                self._ring_reader = threading.Thread(target=self._read_ring, name="gload-ring-reader", daemon=True)
         if len(o.source_offsets) > 0:
             import numpy as np
 
             self.converter.source_offsets = np.asarray(list(o.source_offsets), dtype=np.int64)
         self.opened = o
         self._opened_event.set()
+        if self._ring_reader is not None:
+            self._ring_reader.start()
 
     def _fail(self, err: BaseException, retry: bool) -> None:
+        self._failed = True
         self._out.put(None)
         self._in.put(_Failure(err, retry))
         self._opened_event.set()
@@ -196,7 +205,7 @@ class Stream:
     def get(self, timeout: Optional[float]) -> Optional[Ready]:
         """The next batch; None at the end of the stream. Raises queue.Empty on timeout and _Failure's error
         (with ``gload_retry`` set on it) when the stream failed."""
-        if self.doorbell:
+        if self.doorbell and self._ring_reader is None:
             return self._get_from_ring(timeout)
         item = self._in.get(timeout=timeout) if timeout is not None else self._in.get()
         if isinstance(item, Ready):
@@ -215,8 +224,6 @@ class Stream:
         o, ring = self.opened, self.ring
         assert o is not None and ring is not None and ring.headers is not None
         seq = self._next_seq
-        if self._unreleased:
-            self._release_copied()
         if seq >= o.batches:
             return self._get_failure_or_end(timeout)  # the end message follows the last batch's word at once
         slot = seq % ring.slots
@@ -241,8 +248,6 @@ class Stream:
         while int(words[0]) != seq + 1:
             if not self._in.empty():
                 self._get_failure_or_end(0)
-            if self._unreleased:
-                self._release_copied()
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 raise queue.Empty
@@ -285,27 +290,66 @@ class Stream:
         raise ProtocolError(f"unexpected item on a doorbell stream: {item!r}")
 
     def ack(self, r: Ready) -> None:
-        """Hands r's credit (and slot) back to the server (CUDA doorbell streams: once its copy has completed)."""
+        """Hands r's credit (and slot) back to the server."""
         if self.doorbell:
-            conv = self.converter
-            if conv is not None and conv.inline:
-                self._unreleased.append((r.seq, conv.copied))
-                conv.copied = None
-                self._release_copied()
-                return
-            self._release(r.seq)
+            if self._ring_reader is None:  # (the ring reader returned the slot when its copy was done)
+                self._release(r.seq)
             return
         self._out.put(("ack", r.seq, r.slot))
 
-    def _release_copied(self) -> None:
-        """Returns the slots of handed-out CUDA batches whose copy out of the ring has completed, in order (a
-        query of each copy's event: no host wait)."""
-        q = self._unreleased
-        last = -1
-        while q and (q[0][1] is None or q[0][1].query()):
-            last = q.popleft()[0]
-        if last >= 0:
-            self._release(last)
+    def _read_ring(self) -> None:
+        """CUDA doorbell streams, on their own thread: each batch from its slot, copied to the device on the
+        converter's side stream (waiting for the copy here, so that the slot can go back at once), queued. The end
+        is queued after the last batch; a failure of the stream, or its close, stops it."""
+        o, ring, conv = self.opened, self.ring, self.converter
+        assert o is not None and ring is not None and ring.headers is not None and conv is not None
+        try:
+            for seq in range(o.batches):
+                slot = seq % ring.slots
+                words = ring.headers[slot]
+                if int(words[0]) != seq + 1 and not self._wait_slot_quietly(words, seq):
+                    return
+                b = SlotHeader(seq, slot, words)
+                if int(words[0]) != seq + 1:
+                    raise ProtocolError(f"ring {ring.path}: slot {slot} changed while batch {seq} was read")
+                data = conv.convert(b)
+                self._release(seq)
+                self._in.put(Ready(data, b))
+            self._in.put(_END)
+        except Exception as e:  # noqa: BLE001 - every failure reaches the iterating thread
+            if not self._closed:
+                self._fail(e, False)
+
+    def _wait_slot_quietly(self, words: Any, seq: int) -> bool:
+        """The ring reader's wait for batch seq's word: False when the stream failed or closed meanwhile; raises
+        when the server ended the stream without announcing the batch."""
+        ring = self.ring
+        assert ring is not None and ring.client_waiting is not None
+        addr = self._headers_addr + (seq % ring.slots) * HEADER_BYTES
+        start = time.monotonic()
+        pause = _SLEEP_MIN_S
+        ended_seen = 0
+        while int(words[0]) != seq + 1:
+            if self._closed or self._failed:
+                return False
+            if self._grpc_ended:  # the end follows the last batch's word at once: look twice more, then fail
+                ended_seen += 1
+                if ended_seen > 2:
+                    raise ProtocolError(f"stream ended after {seq} of {self.opened.batches if self.opened else '?'} "
+                                        "batches")
+            if time.monotonic() - start < _SPIN_S:
+                time.sleep(0)
+                continue
+            if _futex.AVAILABLE:
+                ring.client_waiting[0] = 1
+                seen = int(words[0])
+                if seen != seq + 1:
+                    _futex.sleep(addr, seen, pause)
+                ring.client_waiting[0] = 0
+            else:
+                time.sleep(pause)
+            pause = min(2 * pause, _SLEEP_MAX_S)
+        return True
 
     def _release(self, seq: int) -> None:
         """Stores the released count (every batch up to seq) and wakes the server if it waits for it."""
@@ -338,6 +382,9 @@ class Stream:
         self._closed = True
         self._out.put(None)
         self._call.cancel()
+        if self._ring_reader is not None and self._ring_reader.is_alive() and \
+                self._ring_reader is not threading.current_thread():
+            self._ring_reader.join(timeout=10)  # before the ring is unmapped under it
         if self._reader is not threading.current_thread():
             self._reader.join(timeout=10)
             self._call = None  # the call's request iterator refers to this object: break the cycle
