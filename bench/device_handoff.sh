@@ -55,7 +55,7 @@ export GLOAD_ADDR=$ADDR GLOAD_DATASET=corpus GLOAD_TRANSPORT=shm
 TR=(python3 $d/train_ref.py --corpus "$W/corpus.jsonl" --tokenizer "$W/tokenizer.json" --warmup 10 --pad-multiple 128)
 for mode in doorbell messages; do
 	echo "== train_ref small model ($mode) $(date -u +%T)"
-	GLOAD_SHM_DOORBELL=$([[ $mode == doorbell ]] && echo 1 || echo 0) timeout 120 "${TR[@]}" --steps 400 \
+	GLOAD_SHM_DOORBELL=$([[ $mode == doorbell ]] && echo 1 || echo 0) timeout 120 "${TR[@]}" --steps 300 \
 		--layers 1 --dim 192 --batch-size 8 --modes ideal,feed --feed train_feed:feed --json "$R/train_small_$mode.jsonl" \
 		> "$R/train_small_$mode.txt" 2>&1 || echo "small $mode exit $?" | tee -a "$OUT/exits.txt"
 done

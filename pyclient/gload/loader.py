@@ -111,7 +111,9 @@ class Loader(_Base):
     ``static_buffers=True`` (``device="cuda"`` only, for CUDA graphs): then every batch of one shape comes in the
     same device tensors, overwritten by the next batch of that shape on the stream that was current at the
     ``next()`` call (so after the work queued on it before), and a tensor whose size depends on the content
-    (``index``, and ``cu_seqlens`` of packed batches) is replaced when its size changes.
+    (``index``, and ``cu_seqlens`` of packed batches) is replaced when its size changes. Capture graphs with
+    ``torch.cuda.graph(g, capture_error_mode="thread_local")``: the client's reader thread keeps copying batches
+    (and waiting for its copies) during a capture, which the default global mode refuses.
 
     ``eval=True`` (or ``shuffle=False, remainder="keep"``) is an evaluation pass: rows in dataset order, cut into
     consecutive batches each padded to its own longest row, no warm-up, the last partial batch kept and every row

@@ -193,7 +193,8 @@ def test_cuda_static_buffers_and_graph(server, transport):
                     out.copy_((b["input_ids"] * b["attention_mask"]).sum() + (b["labels"] >= 0).sum())
                 torch.cuda.current_stream().wait_stream(s)
                 graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
+                # thread_local: gload's reader thread keeps copying (and waiting for its copies) during the capture
+                with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                     out.copy_((b["input_ids"] * b["attention_mask"]).sum() + (b["labels"] >= 0).sum())
                 graphs[shape] = (graph, out)
             graph, out = graphs[shape]
