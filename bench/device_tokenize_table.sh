@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Issue 18's whole table on the GPU machine (16 cores), in one call of about 6 minutes: the engine alone against its
+# own one-core speed (llama3 on the Go-source corpus x5, GOMAXPROCS = workers, default GC), HF tokenizers side by side
+# on a slice (1 and 16 threads, same run), llama2 (SentencePiece-style BPE) and bert (WordPiece) and the multilingual
+# text corpus at 1 and 16 workers, then `gload tokenize` end to end at 16 workers: the 10 GB corpus (the Go corpus
+# x250), 1 GB of each other tokenizer / corpus, and one .gz input. Each line is one JSON object (engine) or one summary
+# line (end to end, with peak RSS).
+#
+# Carry build/devrun18 (bench/prepare_devrun18.sh: gload.gz, llama3/llama2/bert tokenizers, corpus.jsonl.gz and
+# multi.jsonl.gz from ../shared/bench/make_text_corpus.py). Writes engine.jsonl, hf.txt, e2e.txt to $OUT.
+set -uo pipefail
+d=${DEVRUN:-build/devrun18}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+[[ -x $d/gload ]] || { gunzip -kf $d/gload.gz && chmod +x $d/gload; }
+G=$d/gload
+W=$(mktemp -d /tmp/gload-tok.XXXXXX)
+trap 'rm -rf "$W" /dev/shm/gload-tok-ds' EXIT
+gunzip -c $d/corpus.jsonl.gz > "$W/go.jsonl"
+gunzip -c $d/multi.jsonl.gz > "$W/multi.jsonl"
+for i in 1 2 3 4 5; do cat "$W/go.jsonl"; done > "$W/go5.jsonl"
+lscpu | grep -E '^(CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L3)' | tr -s ' ' > "$OUT/host.txt"
+engine() { # label tokenizer corpus workers [env...]
+	local label=$1 tok=$2 corpus=$3 w=$4; shift 4
+	env GOMAXPROCS=$w "$@" $G encode --bench --passes 2 --tokenizer "$tok" --workers "$w" < "$corpus" 2>/dev/null | tail -1 |
+		python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["label"]=sys.argv[1]; r["gomaxprocs"]=int(sys.argv[2]); print(json.dumps(r))' "$label" "$w"
+}
+echo "== engine $(date -u +%T)"
+{
+for w in 1 2 4 8 16; do engine "llama3 go-source x5" $d/llama3.json.gz "$W/go5.jsonl" $w; done
+engine "llama3 go-source x5 GOGC=400" $d/llama3.json.gz "$W/go5.jsonl" 16 GOGC=400
+for t in llama2 bert; do for w in 1 16; do engine "$t go-source x5" $d/$t.json.gz "$W/go5.jsonl" $w; done; done
+for w in 1 16; do engine "llama3 multilingual" $d/llama3.json.gz "$W/multi.jsonl" $w; done
+} | tee "$OUT/engine.jsonl"
+echo "== HF side by side (llama3, 10 MB slice, same run) $(date -u +%T)"
+head -c 10000000 "$W/go.jsonl" | head -n -1 > "$W/go10m.jsonl"
+python3 bench/tokenizer.py --gload $G --tokenizer $d/llama3.json.gz --corpus "$W/go10m.jsonl" --threads 1,16 --passes 1 \
+	2>&1 | tail -8 | tee "$OUT/hf.txt"
+e2e() { # label input tokenizer [args...]
+	local label=$1 in=$2 tok=$3; shift 3
+	rm -rf "$W/ds"
+	python3 - "$label" "$in" $G tokenize --tokenizer "$tok" --out "$W/ds" "$@" "$in" <<'PY'
+import os, resource, subprocess, sys, time
+t = time.time()
+r = subprocess.run(sys.argv[3:], capture_output=True, text=True)
+secs = time.time() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+size = os.path.getsize(sys.argv[2]) / 1e6
+keep = " | ".join(l.strip() for l in r.stdout.splitlines() if l.split(" ")[0] in ("documents", "stages", "bottleneck"))
+print(f"== {sys.argv[1]}: rc={r.returncode} {size:.0f} MB in {secs:.1f} s = {size / secs:.0f} MB/s of input, peak RSS {rss:.0f} MiB\n   {keep} {r.stderr[-300:] if r.returncode else ''}", flush=True)
+PY
+	rm -rf "$W/ds"
+}
+echo "== end to end $(date -u +%T)"
+{
+for i in $(seq 25); do cat "$W/go.jsonl"; done > "$W/go1g.jsonl"
+e2e "llama3 go-source 1 GB, 16 workers" "$W/go1g.jsonl" $d/llama3.json.gz
+e2e "llama2 go-source 1 GB, 16 workers" "$W/go1g.jsonl" $d/llama2.json.gz
+e2e "bert go-source 1 GB, 16 workers" "$W/go1g.jsonl" $d/bert.json.gz
+n=$(( 1000000000 / $(stat -c %s "$W/multi.jsonl") + 1 ))
+for i in $(seq $n); do cat "$W/multi.jsonl"; done > "$W/multi1g.jsonl"
+e2e "llama3 multilingual ~1 GB, 16 workers" "$W/multi1g.jsonl" $d/llama3.json.gz
+rm -f "$W/multi1g.jsonl"
+head -c 400000000 "$W/go1g.jsonl" | head -n -1 | gzip -1 > "$W/go400m.jsonl.gz"
+e2e "llama3 one 400 MB-of-JSONL .gz input, 16 workers" "$W/go400m.jsonl.gz" $d/llama3.json.gz
+rm -f "$W/go400m.jsonl.gz"
+for i in $(seq 10); do cat "$W/go1g.jsonl"; done > "$W/go10g.jsonl"
+rm -f "$W/go1g.jsonl" "$W/go5.jsonl"
+e2e "llama3 go-source 10 GB, 16 workers" "$W/go10g.jsonl" $d/llama3.json.gz
+} 2>&1 | tee "$OUT/e2e.txt"
+echo "== done $(date -u +%T)"
