@@ -344,6 +344,9 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor, scratch []byte) [
 	o := w.opts
 	c.items = slices.Grow(c.items[:0], len(c.records))[:len(c.records)]
 	ids := c.ids[:0]
+	if cap(ids) == 0 {
+		ids = make([]int32, 0, c.size/2) // a fresh chunk: one allocation with room for every document's ids
+	}
 	// Rows are slices of ids, capped at their end. When an append moves ids, the rows taken before still hold
 	// the same values in the old array, which nothing writes again: they stay valid until the chunk is written.
 	rows := c.rows[:0]
