@@ -29,14 +29,20 @@ PY
 for bin in "$OLD" "$NEW"; do
 	for w in $W; do
 		r=$(GOMAXPROCS=$w GODEBUG=gctrace=1 "$bin" encode --bench --passes 3 --tokenizer "$T" --workers "$w" <"$IN" 2>"$OUTDIR/gc.txt" | tail -1)
-		echo "== $bin encode --bench --passes 3 --workers $w (GOMAXPROCS=$w): $(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(f\"{d['mb_per_s']:.1f} MB/s\")" "$r"); 3 passes + load: $(gcsum "$OUTDIR/gc.txt")"
+		echo "== $bin encode --bench --passes 3 --workers $w (GOMAXPROCS=$w): $(python3 -c "import json,sys
+try: print(f\"{json.loads(sys.argv[1])['mb_per_s']:.1f} MB/s\")
+except ValueError: print('FAILED: ' + open(sys.argv[2]).read()[-300:])" "$r" "$OUTDIR/gc.txt"); 3 passes + load: $(gcsum "$OUTDIR/gc.txt")"
 	done
 	rm -rf "$OUTDIR/ds"
 	prof=()
 	[[ ${PROF:-0} == 1 ]] && prof=(--memprofile "$OUTDIR/$(basename "$bin").mem")
-	/usr/bin/time -f "%M" -o "$OUTDIR/rss.txt" env GODEBUG=gctrace=1 "$bin" tokenize "${prof[@]}" --tokenizer "$T" --out "$OUTDIR/ds" \
-		--workers "$E2E_W" --quiet "$IN" >"$OUTDIR/sum.txt" 2>"$OUTDIR/gc.txt"
-	echo "== $bin tokenize --workers $E2E_W: $(grep -o '[0-9.]* MB/s of text' "$OUTDIR/sum.txt"), $(gcsum "$OUTDIR/gc.txt"), peak RSS $(($(cat "$OUTDIR/rss.txt") / 1024)) MiB"
+	# Peak RSS of the child from getrusage (no /usr/bin/time on the device machines).
+	GODEBUG=gctrace=1 python3 -c 'import resource, subprocess, sys
+rc = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1] + "/sum.txt", "w"), stderr=open(sys.argv[1] + "/gc.txt", "w")).returncode
+open(sys.argv[1] + "/rss.txt", "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024))
+sys.exit(rc)' "$OUTDIR" "$bin" tokenize "${prof[@]}" --tokenizer "$T" --out "$OUTDIR/ds" --workers "$E2E_W" --quiet "$IN" ||
+		echo "== $bin tokenize failed: $(tail -3 "$OUTDIR/gc.txt")"
+	echo "== $bin tokenize --workers $E2E_W: $(grep -o '[0-9.]* MB/s of text' "$OUTDIR/sum.txt"), $(gcsum "$OUTDIR/gc.txt"), peak RSS $(cat "$OUTDIR/rss.txt") MiB"
 	echo "   $(grep '^stages' "$OUTDIR/sum.txt")"
 	find "$OUTDIR/ds" -type f ! -name gload.verified -exec sha256sum {} + | sed "s|$OUTDIR/ds/||" | sort -k2 >"$OUTDIR/$(basename "$bin").sha256"
 done
