@@ -44,6 +44,14 @@ func uint32s(b []byte) []uint32 {
 	return out
 }
 
+// int32Bytes returns the bytes of v in memory order (little-endian only on a little-endian host) without copying.
+func int32Bytes(v []int32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
 // appendInt32s appends v little-endian to dst.
 func appendInt32s(dst []byte, v []int32) []byte {
 	if hostLittleEndian && len(v) > 0 {

@@ -35,7 +35,10 @@
 //     default); a chunk is freed only when no record of it is referenced, so
 //     holding one record pins its whole chunk. Do not write to Raw: other
 //     records share the chunk.
-//   - [Doc] values own their memory; they do not alias the record.
+//   - [Doc] values from [Extractor.Extract] own their memory; they do not
+//     alias the record. [Extractor.ExtractScratch] gives a Text that aliases
+//     the record or the caller's scratch buffer, for a caller done with it
+//     before the next document.
 //   - A [Reader] is not safe for concurrent use; an [Extractor] is.
 //   - For a compressed file the Reader runs one goroutine that decompresses
 //     ahead (at most 6 blocks of 256 KiB); moving to the next file or

@@ -151,17 +151,47 @@ func pick(spans []span, ids pathIDs) span {
 // Extract returns the document of rec, or why there is none. A skipped
 // record gives a zero Doc and a non-nil *Skip.
 func (e *Extractor) Extract(rec Record) (Doc, *Skip) {
+	doc, _, skip := e.extract(rec, nil)
+	return doc, skip
+}
+
+// ExtractScratch is Extract for a caller that is done with the text before
+// it extracts the next one: Doc.Text does not own its memory but aliases
+// rec.Raw (a JSON string without escapes, valid plain text) or scratch,
+// which is returned, grown as needed, for the next call. Text is valid while
+// rec.Raw is and until scratch is used again; Cols and Null own their memory
+// as with Extract. A tokenizing worker thus copies no text and allocates
+// none per document.
+func (e *Extractor) ExtractScratch(rec Record, scratch []byte) (Doc, []byte, *Skip) {
+	if scratch == nil {
+		scratch = []byte{} // nil means "own memory" to extract
+	}
+	return e.extract(rec, scratch)
+}
+
+// extract is Extract with the text in scratch (see ExtractScratch), or in memory of its own when scratch is nil.
+func (e *Extractor) extract(rec Record, scratch []byte) (Doc, []byte, *Skip) {
 	switch rec.Kind {
 	case JSONLine:
-		return e.extractJSON(rec)
+		return e.extractJSON(rec, scratch)
 	case PlainText:
 		if len(rec.Raw) == 0 {
-			return Doc{}, e.skip(rec, Empty, "")
+			return Doc{}, scratch, e.skip(rec, Empty, "")
 		}
-		text, bad := utf8fix.AppendValid(make([]byte, 0, len(rec.Raw)), rec.Raw)
-		// text is a fresh buffer nothing else references or writes: it can
-		// become the string without a second copy.
-		doc := Doc{Text: unsafe.String(unsafe.SliceData(text), len(text)), Cols: rec.Cols, Null: rec.Null, InvalidUTF8: bad}
+		var doc Doc
+		switch {
+		case scratch == nil:
+			text, bad := utf8fix.AppendValid(make([]byte, 0, len(rec.Raw)), rec.Raw)
+			// text is a fresh buffer nothing else references or writes: it can
+			// become the string without a second copy.
+			doc.Text, doc.InvalidUTF8 = unsafe.String(unsafe.SliceData(text), len(text)), bad
+		case utf8.Valid(rec.Raw):
+			doc.Text = unsafe.String(unsafe.SliceData(rec.Raw), len(rec.Raw)) // Raw is never written again
+		default:
+			scratch, doc.InvalidUTF8 = utf8fix.AppendValid(scratch[:0], rec.Raw)
+			doc.Text = unsafe.String(unsafe.SliceData(scratch), len(scratch))
+		}
+		doc.Cols, doc.Null = rec.Cols, rec.Null
 		if rec.Cols == nil && len(e.keep) > 0 {
 			// Plain text has no columns: every kept column is null.
 			doc.Cols, doc.Null = make([]string, len(e.keep)), make([]bool, len(e.keep))
@@ -178,38 +208,42 @@ func (e *Extractor) Extract(rec Record) (Doc, *Skip) {
 				doc.Cols[k], doc.InvalidUTF8 = fixed, true
 			}
 		}
-		return doc, nil
+		return doc, scratch, nil
 	case Oversized:
-		return Doc{}, e.skip(rec, TooLarge, fmt.Sprintf("%d bytes, more than the %d allowed (max doc bytes)", rec.Size, e.max))
+		return Doc{}, scratch, e.skip(rec, TooLarge, fmt.Sprintf("%d bytes, more than the %d allowed (max doc bytes)", rec.Size, e.max))
 	case NullText:
-		return Doc{}, e.skip(rec, NotString, fmt.Sprintf("field %q is null", e.field))
+		return Doc{}, scratch, e.skip(rec, NotString, fmt.Sprintf("field %q is null", e.field))
 	}
-	return Doc{}, e.skip(rec, MalformedJSON, fmt.Sprintf("unknown record kind %v", rec.Kind))
+	return Doc{}, scratch, e.skip(rec, MalformedJSON, fmt.Sprintf("unknown record kind %v", rec.Kind))
 }
 
 func (e *Extractor) skip(rec Record, reason SkipReason, detail string) *Skip {
 	return &Skip{Reason: reason, File: rec.Path, Line: rec.Line, Detail: detail}
 }
 
-func (e *Extractor) extractJSON(rec Record) (Doc, *Skip) {
+func (e *Extractor) extractJSON(rec Record, scratch []byte) (Doc, []byte, *Skip) {
 	spans := make([]span, e.nTargets)
 	s := scanner{d: rec.Raw, spans: spans}
 	if !s.document(e.root) {
-		return Doc{}, e.skip(rec, MalformedJSON, fmt.Sprintf("column %d: %s", s.errAt+1, s.errMsg))
+		return Doc{}, scratch, e.skip(rec, MalformedJSON, fmt.Sprintf("column %d: %s", s.errAt+1, s.errMsg))
 	}
 	sp := pick(spans, e.text)
 	switch sp.kind {
 	case kString:
 	case kAbsent:
-		return Doc{}, e.skip(rec, MissingField, fmt.Sprintf("no field %q", e.field))
+		return Doc{}, scratch, e.skip(rec, MissingField, fmt.Sprintf("no field %q", e.field))
 	default:
-		return Doc{}, e.skip(rec, NotString, fmt.Sprintf("field %q is %s", e.field, kindNames[sp.kind]))
+		return Doc{}, scratch, e.skip(rec, NotString, fmt.Sprintf("field %q is %s", e.field, kindNames[sp.kind]))
 	}
 	if sp.start == sp.end {
-		return Doc{}, e.skip(rec, Empty, fmt.Sprintf("field %q is \"\"", e.field))
+		return Doc{}, scratch, e.skip(rec, Empty, fmt.Sprintf("field %q is \"\"", e.field))
 	}
 	var doc Doc
-	doc.Text, doc.InvalidUTF8 = decodeString(rec.Raw, sp)
+	if scratch == nil {
+		doc.Text, doc.InvalidUTF8 = decodeString(rec.Raw, sp)
+	} else {
+		doc.Text, scratch, doc.InvalidUTF8 = decodeStringScratch(rec.Raw, sp, scratch)
+	}
 	if len(e.keep) > 0 {
 		doc.Cols = make([]string, len(e.keep))
 		for k, ids := range e.keep {
@@ -229,7 +263,7 @@ func (e *Extractor) extractJSON(rec Record) (Doc, *Skip) {
 			doc.InvalidUTF8 = doc.InvalidUTF8 || bad
 		}
 	}
-	return doc, nil
+	return doc, scratch, nil
 }
 
 // decodeString returns the string value of sp with escapes undone and
@@ -252,6 +286,27 @@ func decodeString(line []byte, sp span) (string, bool) {
 	}
 	// buf is fresh and never written again: no second copy.
 	return unsafe.String(unsafe.SliceData(buf), len(buf)), replaced
+}
+
+// decodeStringScratch is decodeString into scratch (returned for reuse): the string aliases line when sp needs no
+// decoding, else scratch.
+func decodeStringScratch(line []byte, sp span, scratch []byte) (string, []byte, bool) {
+	raw := line[sp.start:sp.end]
+	switch {
+	case !sp.esc && !sp.bad:
+		return unsafe.String(unsafe.SliceData(raw), len(raw)), scratch, false // line is never written again
+	case !sp.esc:
+		scratch, _ = utf8fix.AppendValid(slices.Grow(scratch[:0], len(raw)), raw)
+		return unsafe.String(unsafe.SliceData(scratch), len(scratch)), scratch, true
+	}
+	// Unescaping never lengthens the text: one allocation at most.
+	scratch, replaced := appendUnescaped(slices.Grow(scratch[:0], len(raw)), raw)
+	if sp.bad {
+		// Rare: the unescaped text is repaired into memory of its own (AppendValid must not overlap).
+		fixed, _ := utf8fix.AppendValid(make([]byte, 0, len(scratch)+len(scratch)/2+3), scratch)
+		return unsafe.String(unsafe.SliceData(fixed), len(fixed)), scratch, true
+	}
+	return unsafe.String(unsafe.SliceData(scratch), len(scratch)), scratch, replaced
 }
 
 // compactValue returns a non-string JSON value as compact JSON text.

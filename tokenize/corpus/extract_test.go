@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 func TestExtractJSON(t *testing.T) {
@@ -91,6 +92,7 @@ func TestExtractJSON(t *testing.T) {
 			e := NewExtractor(tc.opts)
 			rec := Record{Path: "data/a.jsonl", Line: 17, Raw: []byte(tc.line), Kind: JSONLine}
 			doc, skip := e.Extract(rec)
+			checkScratch(t, e, rec, doc, skip)
 			if tc.reason != 0 {
 				if skip == nil {
 					t.Fatalf("got doc %+v, want skip %v", doc, tc.reason)
@@ -119,6 +121,65 @@ func TestExtractJSON(t *testing.T) {
 				t.Errorf("InvalidUTF8 = %v, want %v", doc.InvalidUTF8, tc.invalid)
 			}
 		})
+	}
+}
+
+// checkScratch checks that ExtractScratch, with a scratch buffer holding an earlier document, gives what
+// Extract gave, and leaves rec.Raw as it was.
+func checkScratch(t *testing.T, e *Extractor, rec Record, doc Doc, skip *Skip) {
+	t.Helper()
+	raw := slices.Clone(rec.Raw)
+	for _, scratch := range [][]byte{nil, []byte(strings.Repeat("stale ", 40)), make([]byte, 0, 1)} {
+		got, _, gskip := e.ExtractScratch(rec, scratch)
+		if (skip == nil) != (gskip == nil) || skip != nil && skip.Error() != gskip.Error() {
+			t.Errorf("ExtractScratch skip = %v, Extract %v", gskip, skip)
+		}
+		if got.Text != doc.Text || !slices.Equal(got.Cols, doc.Cols) || !slices.Equal(got.Null, doc.Null) ||
+			got.InvalidUTF8 != doc.InvalidUTF8 {
+			t.Errorf("ExtractScratch = %+v, Extract %+v", got, doc)
+		}
+	}
+	if !bytes.Equal(rec.Raw, raw) {
+		t.Errorf("ExtractScratch wrote to Raw: %q, was %q", rec.Raw, raw)
+	}
+}
+
+// TestExtractScratchReuse extracts documents one after the other through one scratch buffer: each text is right
+// while it is the latest, and plain text and unescaped JSON strings alias the record instead of the scratch.
+func TestExtractScratchReuse(t *testing.T) {
+	e := NewExtractor(Options{})
+	cases := []struct {
+		name  string
+		rec   Record
+		want  string
+		alias bool // Text aliases rec.Raw
+	}{
+		{"json plain", Record{Raw: []byte(`{"text":"no escapes"}`), Kind: JSONLine}, "no escapes", true},
+		{"json escapes", Record{Raw: []byte(`{"text":"line\none\t\u00e9"}`), Kind: JSONLine}, "line\none\t\u00e9", false},
+		{"json long escapes", Record{Raw: []byte(`{"text":"` + strings.Repeat(`a\n`, 300) + `"}`), Kind: JSONLine}, strings.Repeat("a\n", 300), false},
+		{"json short after long", Record{Raw: []byte(`{"text":"x\ty"}`), Kind: JSONLine}, "x\ty", false},
+		{"json invalid utf8", Record{Raw: []byte("{\"text\":\"a\xffb\"}"), Kind: JSONLine}, "a\uFFFDb", false},
+		{"json invalid utf8 and escape", Record{Raw: []byte("{\"text\":\"\xe2\\u0041\"}"), Kind: JSONLine}, "\uFFFDA", false},
+		{"plain valid", Record{Raw: []byte("plain text é"), Kind: PlainText}, "plain text é", true},
+		{"plain invalid", Record{Raw: []byte("bad \xc0 text"), Kind: PlainText}, "bad \uFFFD text", false},
+	}
+	var scratch []byte
+	for _, tc := range cases {
+		var doc Doc
+		var skip *Skip
+		doc, scratch, skip = e.ExtractScratch(tc.rec, scratch)
+		if skip != nil {
+			t.Fatalf("%s: skip %v", tc.name, skip)
+		}
+		if doc.Text != tc.want {
+			t.Errorf("%s: text %+q, want %+q", tc.name, doc.Text, tc.want)
+		}
+		raw := tc.rec.Raw
+		at, lo := uintptr(unsafe.Pointer(unsafe.StringData(doc.Text))), uintptr(unsafe.Pointer(&raw[0]))
+		inRaw := at >= lo && at < lo+uintptr(len(raw))
+		if inRaw != tc.alias {
+			t.Errorf("%s: text aliases the record: %v, want %v", tc.name, inRaw, tc.alias)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -92,8 +93,47 @@ type item struct {
 type chunk struct {
 	seq     int64
 	records []corpus.Record
+	size    int // bytes of the records' Raw
 	items   []item
-	err     error
+	// ids holds the token ids that the items' rows are slices of (rows of chat records excepted): the whole
+	// chunk's ids in one arena, which is recycled with the chunk once it is written (chunkPool).
+	ids  []int32
+	rows [][]int32 // backing of the items' rows
+}
+
+// chunkPool hands written chunks back to the reader, so that a run in its steady state allocates no chunk, record
+// list, item list or token arena: the items' rows are slices of the chunk's arena, copied by the shard writer,
+// and the number of chunks alive is bounded by Options.InflightChunks anyway (issue 18: the ids slice that each
+// document grew from nil was a fifth of all allocation).
+type chunkPool chan *chunk
+
+// maxKeptIDs bounds the arena kept with a recycled chunk (16 MiB; a 1 MiB chunk of text needs about 1.5 MiB).
+const maxKeptIDs = 1 << 22
+
+func (p chunkPool) get(seq int64) *chunk {
+	select {
+	case c := <-p:
+		c.seq = seq
+		return c
+	default:
+		return &chunk{seq: seq}
+	}
+}
+
+// put recycles c; nothing may refer to c, its items or their rows any more.
+func (p chunkPool) put(c *chunk) {
+	clear(c.records) // the worker has cleared them already; a chunk that errored may still hold some
+	clear(c.items)
+	clear(c.rows)
+	c.records, c.items, c.rows, c.size = c.records[:0], c.items[:0], c.rows[:0], 0
+	c.ids = c.ids[:0]
+	if cap(c.ids) > maxKeptIDs {
+		c.ids = nil
+	}
+	select {
+	case p <- c:
+	default:
+	}
 }
 
 // Run tokenizes the inputs into a dataset directory. ctx cancellation stops it cleanly (completed shards stay,
@@ -155,6 +195,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	jobs := make(chan *chunk, 2*opts.Workers)
 	done := make(chan *chunk, 2*opts.Workers)
 	inflight := make(chan struct{}, opts.InflightChunks) // bounds memory: chunks read but not yet written
+	pool := make(chunkPool, opts.InflightChunks)
 	var stages stageClock
 	extract := corpus.NewExtractor(opts.Corpus)
 
@@ -162,7 +203,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		defer close(jobs)
 		var seq int64
 		for {
-			c := &chunk{seq: seq}
+			c := pool.get(seq)
 			size := 0
 			eof := false
 			t0 := time.Now()
@@ -179,6 +220,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 				size += len(rec.Raw)
 				rl.add(rec.File, rec.Size)
 			}
+			c.size = size
 			if eof {
 				rl.eof, rl.filesDone = true, reader.FilesDone()
 			}
@@ -217,6 +259,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 					close(done)
 				}
 			}()
+			var scratch []byte // the text of the worker's current document (corpus.Extractor.ExtractScratch)
 			for {
 				t0 := time.Now()
 				c, ok := <-jobs
@@ -224,7 +267,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 				if !ok {
 					break
 				}
-				w.tokenizeChunk(c, extract)
+				scratch = w.tokenizeChunk(c, extract, scratch)
 				select {
 				case done <- c:
 				case <-gctx.Done():
@@ -256,6 +299,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 				if err := w.writeChunk(c); err != nil {
 					return err
 				}
+				pool.put(c)
 				<-inflight
 			}
 			stages.writerBusy += time.Since(t1)
@@ -294,10 +338,18 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	return sum, nil
 }
 
-// tokenizeChunk extracts and tokenizes every record of c into c.items.
-func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
+// tokenizeChunk extracts and tokenizes every record of c into c.items, the ids into c.ids. scratch holds the
+// text of one document at a time; it is returned for the worker's next chunk.
+func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor, scratch []byte) []byte {
 	o := w.opts
-	c.items = make([]item, len(c.records))
+	c.items = slices.Grow(c.items[:0], len(c.records))[:len(c.records)]
+	ids := c.ids[:0]
+	if cap(ids) == 0 {
+		ids = make([]int32, 0, c.size/2) // a fresh chunk: one allocation with room for every document's ids
+	}
+	// Rows are slices of ids, capped at their end. When an append moves ids, the rows taken before still hold
+	// the same values in the old array, which nothing writes again: they stay valid until the chunk is written.
+	rows := c.rows[:0]
 	for i, rec := range c.records {
 		it := &c.items[i]
 		it.after = rec.Pos()
@@ -306,7 +358,9 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 			w.chatRecord(it, rec)
 			continue
 		}
-		doc, skip := ex.Extract(rec)
+		var doc corpus.Doc
+		var skip *corpus.Skip
+		doc, scratch, skip = ex.ExtractScratch(rec, scratch)
 		if skip != nil {
 			it.skip = skip
 			continue
@@ -319,49 +373,74 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor) {
 			it.reason, it.where = "empty", where()
 			continue
 		}
-		ids, err := o.Engine.EncodeTo(nil, doc.Text, o.AddSpecialTokens)
+		start := len(ids)
+		if need := len(doc.Text)/2 + 2; cap(ids)-len(ids) < need {
+			// Room for most texts' ids (a token per 3 to 5 bytes; EncodeTo appends past this if need be),
+			// doubling: append's 1.25x growth would copy a long document's ids over and over.
+			ids = slices.Grow(ids, max(need, len(ids)))
+		}
+		var err error
+		ids, err = o.Engine.EncodeTo(ids, doc.Text, o.AddSpecialTokens)
 		if err != nil {
+			ids = ids[:start]
 			it.reason, it.where = "tokenizer error", where()+": "+err.Error()
 			continue
 		}
 		if o.AppendEOS {
 			ids = append(ids, o.EOSID)
 		}
-		if len(ids) == 0 {
+		n := len(ids) - start
+		if n == 0 {
 			it.reason, it.where = "no tokens", where()
 			continue
 		}
-		if o.MaxLength > 0 && len(ids) > o.MaxLength {
+		if o.MaxLength > 0 && n > o.MaxLength {
 			switch o.Overflow {
 			case OverflowTruncate:
-				ids = ids[:o.MaxLength:o.MaxLength]
+				ids = ids[:start+o.MaxLength] // the cut-off ids are not kept
+				n = o.MaxLength
 				it.trunc = true
 			case OverflowDrop:
+				ids = ids[:start]
 				it.reason, it.where = "too long", where()
 				continue
 			case OverflowSplit:
-				for len(ids) > 0 {
-					n := min(len(ids), o.MaxLength)
-					if n >= max(o.MinLength, 1) {
-						it.rows = append(it.rows, ids[:n:n])
+				first := len(rows)
+				for at := start; at < len(ids); {
+					k := min(len(ids)-at, o.MaxLength)
+					if k >= max(o.MinLength, 1) {
+						rows = append(rows, ids[at:at+k:at+k])
 					}
-					ids = ids[n:]
+					at += k
 				}
 				it.split = true
-				if len(it.rows) == 0 {
+				if len(rows) == first {
 					it.reason, it.where = "too short", where()
+					continue
 				}
+				it.rows = rows[first:len(rows):len(rows)]
 				continue
 			}
 		}
-		if len(ids) < o.MinLength {
+		if n < o.MinLength {
+			ids = ids[:start]
 			it.reason, it.where = "too short", where()
 			continue
 		}
-		it.rows = [][]int32{ids}
+		rows = append(rows, ids[start:start+n:start+n])
+		it.rows = rows[len(rows)-1 : len(rows) : len(rows)]
 	}
-	c.records = nil // release raw input early
+	c.ids, c.rows = ids, rows
+	clear(c.records) // release raw input early
+	c.records = c.records[:0]
+	if cap(scratch) > maxKeptScratch {
+		scratch = nil
+	}
+	return scratch
 }
+
+// maxKeptScratch bounds the text buffer a worker keeps between chunks.
+const maxKeptScratch = 4 << 20
 
 // writer appends rows to the current shard and cuts shards; it runs on one goroutine.
 type writer struct {

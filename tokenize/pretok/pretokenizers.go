@@ -38,6 +38,62 @@ func SplitPieceErr(p PreTokenizer, s string, atStart bool, dst []string) ([]stri
 	return p.Split(s, dst), nil
 }
 
+// SplitPieceBatch is SplitPieceErr a batch of words at a time, so that a long text never needs its whole word
+// list at once: it appends the words of s from byte offset from on and returns the offset the next batch starts
+// at, len(s) after the last batch. The pre-tokenizers whose words tile the text and come from a hand-written
+// scanner (Split with the GPT-2, cl100k/Llama-3, Qwen2 or o200k pattern and behavior Isolated, or Removed
+// inverted; ByteLevel with its regex) stop after limit words (ByteLevel's first batch may hold one more: the
+// word with the added space); any other appends every word of s at the first call (from must then be 0).
+// Batches from 0 until len(s) append exactly the words of SplitPieceErr(p, s, atStart, dst); a text of "" gives
+// one empty batch.
+func SplitPieceBatch(p PreTokenizer, s string, atStart bool, from, limit int, dst []string) (out []string, next int, err error) {
+	if b, ok := p.(batcher); ok && limit > 0 {
+		if out, next, ok := b.splitBatch(s, from, limit, dst); ok {
+			return out, next, nil
+		}
+	}
+	if from != 0 {
+		return dst, len(s), nil // everything went out with the first batch
+	}
+	out, err = SplitPieceErr(p, s, atStart, dst)
+	return out, len(s), err
+}
+
+// batcher is implemented by the splitters that can hand their words out a batch at a time (SplitPieceBatch).
+type batcher interface {
+	// splitBatch appends at most limit words of s from byte from on and returns where the next batch starts;
+	// ok is false when this splitter cannot batch (it then appended nothing).
+	splitBatch(s string, from, limit int, dst []string) (out []string, next int, ok bool)
+}
+
+func (p *patternSplit) splitBatch(s string, from, limit int, dst []string) ([]string, int, bool) {
+	m, ok := p.pat.(scanKind)
+	if !ok || !(p.beh == isolated || p.beh == removed && p.inv) {
+		return dst, 0, false
+	}
+	out, next := m.appendMatchesFrom(s, from, limit, dst)
+	return out, next, true
+}
+
+func (b *byteLevel) splitBatch(s string, from, limit int, dst []string) ([]string, int, bool) {
+	if !b.useRegex {
+		return dst, 0, false
+	}
+	x := 0 // splitAt scans s[x:]: after the first word when that word gets the added space
+	if b.prefixSpace && s != "" && s[0] != ' ' {
+		x = gpt2AfterSpace(s)
+		if from == 0 {
+			// The word with the added space, and at least one match after it: x may be 0 (the space alone
+			// is a word before a whitespace run), and only a next batch from > 0 says it went out.
+			dst = append(dst, " "+s[:x])
+			limit = max(limit-1, 1)
+			from = x
+		}
+	}
+	out, next := scanGPT2.appendMatchesFrom(s[x:], from-x, limit, dst)
+	return out, x + next, true
+}
+
 // matcher finds the matches of a split pattern.
 type matcher interface {
 	// feed passes, in order, the matches in s and the non-empty gaps between them to k.

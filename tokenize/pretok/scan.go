@@ -105,6 +105,31 @@ func (sk scanKind) appendMatches(s string, dst []string) []string {
 	return dst
 }
 
+// appendMatchesFrom is appendMatches a batch at a time: it appends the matches that start at byte i of s and
+// after it, stopping after limit of them, and returns where the next batch starts (len(s) when none is left).
+// The matches of one scan do not depend on where it paused: next(s, i) reads s only from i on, so batches
+// from 0 until len(s) append exactly what appendMatches(s, dst) does.
+func (sk scanKind) appendMatchesFrom(s string, i, limit int, dst []string) ([]string, int) {
+	for n := 0; i < len(s) && n < limit; n++ {
+		var e int
+		switch sk {
+		case scanGPT2:
+			e = nextGPT2(s, i)
+		case scanCL100K:
+			e = nextCL100K(s, i, 3)
+		case scanQwen2:
+			e = nextCL100K(s, i, 1)
+		case scanO200K:
+			e = nextO200K(s, i)
+		default:
+			return dst, len(s)
+		}
+		dst = append(dst, s[i:e])
+		i = e
+	}
+	return dst, i
+}
+
 // contraction matches `'s|'t|'re|'ve|'m|'ll|'d` at i, case-insensitively when fold is set (Oniguruma's
 // (?i) also lets U+017F LATIN SMALL LETTER LONG S match 's'; no other non-ASCII character folds onto these
 // letters). It returns the end of the match or -1.
