@@ -107,14 +107,14 @@ func (t *clientTable) close(k clientKey) {
 	t.prune()
 }
 
-// report records a step report (and hands it to the watch) and returns the
-// new wait share.
+// report hands a step report to the watch, then records it, and returns the new wait share. The watch goes
+// first so that a report counted in Reports has been seen by the watch too (the replay tests wait on the count
+// and then move the watch's clock on).
 func (t *clientTable) report(k clientKey, wait, step time.Duration, clientTime time.Time, steps int) float64 {
-	share := t.record(k, wait, step, clientTime, steps)
 	if t.onReport != nil {
 		t.onReport(k.id, wait, step, clientTime)
 	}
-	return share
+	return t.record(k, wait, step, clientTime, steps)
 }
 
 // record takes one report of the mean wait and step over steps steps (a

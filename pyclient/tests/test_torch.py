@@ -147,8 +147,8 @@ def test_cuda_ring_pinned(server):
 
 @cuda
 def test_cuda_doorbell_no_host_wait(server, datasets):
-    """device='cuda' over shm is a doorbell stream: the copy out of the slot is queued and not waited for, its slot
-    goes back once the copy's event fired (in order), and the epoch is exact while the training stream is kept
+    """device='cuda' over shm is a doorbell stream read by the ring-reader thread: the copy out of the slot is queued
+    on a side stream, its slot goes back once the copy's event fired (in order), and the epoch is exact while the training stream is kept
     busy (a long kernel queued before each next(): the copies on the side stream must not wait for it)."""
     busy = torch.randn(2048, 2048, device="cuda")
     with make(server, "shm", device="cuda", prefetch=2, batch_size=4) as g, make(server, "shm", batch_size=4) as c:
@@ -160,8 +160,7 @@ def test_cuda_doorbell_no_host_wait(server, datasets):
             gb.append({k: v.clone() for k, v in b.items()})
             st = g._stream
             if st is not None:
-                assert st.doorbell and st.converter.inline
-                assert len(st._unreleased) <= 2, "slots are not coming back"
+                assert st.doorbell and st._ring_reader is not None, "cuda over shm must read the ring itself"
         cb = list(c)
     torch.cuda.synchronize()
     assert len(gb) == len(cb)
