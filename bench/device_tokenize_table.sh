@@ -2,8 +2,8 @@
 # Issue 18's whole table on the GPU machine (16 cores), in one call of about 6 minutes: the engine alone against its
 # own one-core speed (llama3 on the Go-source corpus x5, GOMAXPROCS = workers, default GC), HF tokenizers side by side
 # on a slice (1 and 16 threads, same run), llama2 (SentencePiece-style BPE) and bert (WordPiece) and the multilingual
-# text corpus at 1 and 16 workers, then `gload tokenize` end to end at 16 workers: the 10 GB corpus (the Go corpus
-# x250), 1 GB of each other tokenizer / corpus, and one .gz input. Each line is one JSON object (engine) or one summary
+# text corpus at 1 and 16 workers, then `gload tokenize` end to end at 16 workers: 1 GB of each tokenizer / corpus,
+# and one .gz input (the 10 GB corpus: bench/device_tokenize_10g.sh, a call of its own). Each line is one JSON object (engine) or one summary
 # line (end to end, with peak RSS).
 #
 # Carry build/devrun18 (bench/prepare_devrun18.sh: gload.gz, llama3/llama2/bert tokenizers, corpus.jsonl.gz and
@@ -64,8 +64,6 @@ rm -f "$W/multi1g.jsonl"
 head -c 400000000 "$W/go1g.jsonl" | head -n -1 | gzip -1 > "$W/go400m.jsonl.gz"
 e2e "llama3 one 400 MB-of-JSONL .gz input, 16 workers" "$W/go400m.jsonl.gz" $d/llama3.json.gz
 rm -f "$W/go400m.jsonl.gz"
-for i in $(seq 10); do cat "$W/go1g.jsonl"; done > "$W/go10g.jsonl"
-rm -f "$W/go1g.jsonl" "$W/go5.jsonl"
-e2e "llama3 go-source 10 GB, 16 workers" "$W/go10g.jsonl" $d/llama3.json.gz
 } 2>&1 | tee "$OUT/e2e.txt"
+# The 10 GB corpus takes a call of its own: bench/device_tokenize_10g.sh.
 echo "== done $(date -u +%T)"

@@ -268,11 +268,13 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 					break
 				}
 				scratch = w.tokenizeChunk(c, extract, scratch)
+				t1 := time.Now()
 				select {
 				case done <- c:
 				case <-gctx.Done():
 					return gctx.Err()
 				}
+				stages.workersBlocked.Add(int64(time.Since(t1)))
 			}
 			return nil
 		})

@@ -10,17 +10,18 @@ import (
 	"time"
 )
 
-// stageClock is filled by the run's goroutines: each field by one goroutine, except workersIdle.
+// stageClock is filled by the run's goroutines: each field by one goroutine, except the workers' two.
 type stageClock struct {
 	readerBusy, readerBlocked time.Duration // reader goroutine: reading records / waiting for room downstream
 	workersIdle               atomic.Int64  // all workers: waiting for a chunk (ns)
+	workersBlocked            atomic.Int64  // all workers: waiting for the writer to take a tokenized chunk (ns)
 	writerWaiting, writerBusy time.Duration // writer goroutine: waiting for the next chunk / writing
 }
 
 // Stages says how busy each stage of a run was, as shares of its own time (0..1).
 type Stages struct {
 	Reader  float64 // share of the reader's time spent reading (1: the input was the bottleneck)
-	Workers float64 // share of the workers' time spent tokenizing
+	Workers float64 // share of the workers' time spent tokenizing (not waiting for a chunk, nor for the writer)
 	Writer  float64 // share of the writer's time spent writing
 }
 
@@ -36,7 +37,7 @@ func (c *stageClock) result(workers int) Stages {
 	st.Writer = share(c.writerBusy, c.writerWaiting)
 	// The workers' time is the reader's span (they live as long as it feeds them).
 	span := (c.readerBusy + c.readerBlocked) * time.Duration(workers)
-	idle := time.Duration(c.workersIdle.Load())
+	idle := time.Duration(c.workersIdle.Load() + c.workersBlocked.Load())
 	if span > 0 {
 		st.Workers = max(0, 1-float64(idle)/float64(span))
 	}

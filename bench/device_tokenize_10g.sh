@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 18's end-to-end target on the GPU machine: `gload tokenize` of the 10 GB corpus (the Go-source corpus x250,
+# JSONL, one file, from the page cache) into an Arrow dataset on the local disk, 16 workers, default flags; wall time,
+# MB/s of JSONL, peak RSS and the run's own summary. About 2 minutes. Carry build/devrunP or build/devrun18
+# (bench/prepare_devrun18.sh; DEVRUN=dir). Writes tokenize10g.txt to $OUT.
+set -uo pipefail
+d=${DEVRUN:-build/devrunP}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+[[ -x $d/gload ]] || { gunzip -kf $d/gload.gz && chmod +x $d/gload; }
+W=$(mktemp -d /tmp/gload-10g.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+{
+df -h /tmp | tail -1
+echo "== building the corpus $(date -u +%T)"
+gunzip -c $d/corpus.jsonl.gz > "$W/go.jsonl"
+for i in $(seq 25); do cat "$W/go.jsonl"; done > "$W/go1g.jsonl"
+for i in $(seq 10); do cat "$W/go1g.jsonl"; done > "$W/go10g.jsonl"
+rm -f "$W/go1g.jsonl"
+cat "$W/go10g.jsonl" > /dev/null # in the page cache
+echo "== tokenize $(date -u +%T)"
+python3 - "$W/go10g.jsonl" $d/gload tokenize --tokenizer $d/llama3.json.gz --out "$W/ds" "$W/go10g.jsonl" <<'PY'
+import os, resource, subprocess, sys, time
+t = time.time()
+r = subprocess.run(sys.argv[2:], capture_output=True, text=True)
+secs = time.time() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+size = os.path.getsize(sys.argv[1]) / 1e6
+print(f"llama3 go-source {size / 1e3:.1f} GB, 16 workers: rc={r.returncode} in {secs:.1f} s = {size / secs:.0f} MB/s of JSONL, peak RSS {rss:.0f} MiB")
+print(r.stdout[-2000:], r.stderr[-500:] if r.returncode else "")
+PY
+du -sh "$W/ds"
+echo "== done $(date -u +%T)"
+} 2>&1 | tee "$OUT/tokenize10g.txt"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 18: is `gload tokenize`'s end-to-end speed on the GPU machine bound by its disk? The local disk's own write
+# speed (dd of 8 GB with fdatasync, the same bytes the shards are: page cache, then the disk), then the 10 GB corpus
+# (bench/device_tokenize_10g.sh) tokenized into /dev/shm (no disk) with a CPU profile and into the disk. About 3
+# minutes. Carry build/devrunP. Writes disk.txt and cpu-10g-shm.pprof to $OUT.
+set -uo pipefail
+d=${DEVRUN:-build/devrunP}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+[[ -x $d/gload ]] || { gunzip -kf $d/gload.gz && chmod +x $d/gload; }
+W=$(mktemp -d /tmp/gload-disk.XXXXXX)
+trap 'rm -rf "$W" /dev/shm/gload-disk-ds' EXIT
+run() { # label out [gload flags...]
+	local label=$1 out=$2; shift 2
+	rm -rf "$out"
+	python3 - "$label" "$W/go10g.jsonl" $d/gload tokenize "$@" --tokenizer $d/llama3.json.gz --out "$out" "$W/go10g.jsonl" <<'PY'
+import os, resource, subprocess, sys, time
+t = time.time()
+r = subprocess.run(sys.argv[3:], capture_output=True, text=True)
+secs = time.time() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+size = os.path.getsize(sys.argv[2]) / 1e6
+keep = " | ".join(l.strip() for l in r.stdout.splitlines() if l.split(" ")[0] in ("wall", "stages", "bottleneck"))
+print(f"== {sys.argv[1]}: rc={r.returncode} {size / 1e3:.1f} GB in {secs:.1f} s = {size / secs:.0f} MB/s of JSONL, peak RSS {rss:.0f} MiB\n   {keep} {r.stderr[-300:] if r.returncode else ''}", flush=True)
+PY
+	du -sh "$out"
+	rm -rf "$out"
+}
+{
+df -h /tmp /dev/shm | tail -2
+echo "== dd: 8 GB to the local disk, fdatasync at the end $(date -u +%T)"
+dd if=/dev/zero of="$W/zero" bs=1M count=8000 conv=fdatasync 2>&1 | tail -1
+rm -f "$W/zero"
+gunzip -c $d/corpus.jsonl.gz > "$W/go.jsonl"
+for i in $(seq 25); do cat "$W/go.jsonl"; done > "$W/go1g.jsonl"
+for i in $(seq 10); do cat "$W/go1g.jsonl"; done > "$W/go10g.jsonl"
+rm -f "$W/go1g.jsonl"
+cat "$W/go10g.jsonl" > /dev/null
+run "10 GB into /dev/shm, 16 workers, CPU profile" /dev/shm/gload-disk-ds --cpuprofile "$OUT/cpu-10g-shm.pprof"
+run "10 GB into the local disk, 16 workers" "$W/ds"
+echo "== done $(date -u +%T)"
+} 2>&1 | tee "$OUT/disk.txt"
