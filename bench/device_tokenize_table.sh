@@ -27,7 +27,8 @@ engine() { # label tokenizer corpus workers [env...]
 }
 echo "== engine $(date -u +%T)"
 {
-for w in 1 2 4 8 16; do engine "llama3 go-source x5" $d/llama3.json.gz "$W/go5.jsonl" $w; done
+# one worker again after the sweep: the first run on a cold host can read low (bench/plot_scaling.py takes the best)
+for w in 1 2 4 8 16 1; do engine "llama3 go-source x5" $d/llama3.json.gz "$W/go5.jsonl" $w; done
 engine "llama3 go-source x5 GOGC=400" $d/llama3.json.gz "$W/go5.jsonl" 16 GOGC=400
 for t in llama2 bert; do for w in 1 16; do engine "$t go-source x5" $d/$t.json.gz "$W/go5.jsonl" $w; done; done
 for w in 1 16; do engine "llama3 multilingual" $d/llama3.json.gz "$W/multi.jsonl" $w; done

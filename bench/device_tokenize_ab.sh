@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 18, the writer's share: two gload binaries side by side on the GPU machine, the base (gload-base.gz) and the
+# candidate (gload.gz, e.g. with the shard sink that hashes and writes record batches off the ordered writer's
+# goroutine), each tokenizing the 10 GB corpus (the Go-source corpus x250, JSONL, from the page cache) at 16 workers,
+# alternately (new, base, new, base into the local disk; new, base into /dev/shm), so host noise falls on both. First
+# the engine alone at 1, 2, 4, 8, 16 workers (GOMAXPROCS = workers; the corpus x5), for the scaling plot. About 7
+# minutes. Carry build/devrunS (gload.gz, gload-base.gz, llama3.json.gz, corpus.jsonl.gz). Writes sink.txt and
+# scaling.jsonl to $OUT.
+set -uo pipefail
+d=${DEVRUN:-build/devrunS}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+for b in gload gload-base; do [[ -x $d/$b ]] || { gunzip -kf $d/$b.gz && chmod +x $d/$b; }; done
+W=$(mktemp -d /tmp/gload-sink.XXXXXX)
+trap 'rm -rf "$W" /dev/shm/gload-sink-ds' EXIT
+run() { # label binary out
+	rm -rf "$3"
+	python3 - "$1" "$W/go10g.jsonl" "$d/$2" tokenize --tokenizer $d/llama3.json.gz --out "$3" "$W/go10g.jsonl" <<'PY'
+import os, resource, subprocess, sys, time
+t = time.time()
+r = subprocess.run(sys.argv[3:], capture_output=True, text=True)
+secs = time.time() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+size = os.path.getsize(sys.argv[2]) / 1e6
+keep = " | ".join(" ".join(l.split()) for l in r.stdout.splitlines() if l.split(" ")[0] in ("stages", "bottleneck"))
+print(f"{sys.argv[1]}: rc={r.returncode} {size / 1e3:.1f} GB in {secs:.1f} s = {size / secs:.0f} MB/s of JSONL, peak RSS {rss:.0f} MiB\n   {keep} {r.stderr[-300:] if r.returncode else ''}", flush=True)
+PY
+	[[ $3 == "$W/ds" ]] && sha256sum "$3/gload.index" | cut -c1-16
+	rm -rf "$3"
+}
+{
+nproc
+gunzip -c $d/corpus.jsonl.gz > "$W/go.jsonl"
+for i in 1 2 3 4 5; do cat "$W/go.jsonl"; done > "$W/go5.jsonl"
+echo "== engine scaling, llama3, corpus x5, --passes 2 $(date -u +%T)"
+for n in 1 2 4 8 16; do
+	GOMAXPROCS=$n $d/gload encode --bench --passes 2 --tokenizer $d/llama3.json.gz --workers $n < "$W/go5.jsonl" 2>/dev/null | grep '^{' | tee -a "$OUT/scaling.jsonl"
+done
+for i in $(seq 25); do cat "$W/go.jsonl"; done > "$W/go1g.jsonl"
+for i in $(seq 10); do cat "$W/go1g.jsonl"; done > "$W/go10g.jsonl"
+rm -f "$W/go1g.jsonl" "$W/go5.jsonl"
+cat "$W/go10g.jsonl" > /dev/null
+echo "== 10 GB, 16 workers, alternately $(date -u +%T)"
+for round in 1 2; do
+	run "disk, candidate, round $round" gload "$W/ds"
+	run "disk, base,      round $round" gload-base "$W/ds"
+done
+run "/dev/shm, candidate" gload /dev/shm/gload-sink-ds
+run "/dev/shm, base     " gload-base /dev/shm/gload-sink-ds
+echo "== done $(date -u +%T)"
+} 2>&1 | tee "$OUT/sink.txt"
