@@ -157,3 +157,32 @@ def test_fork_refused_clearly_on_unsafe_grpcio(server, monkeypatch):
     assert "was forked from one that had already talked to a gload server" in err
     assert "multiprocessing_context='spawn' or 'forkserver'" in err
     loader.close()
+
+
+_EXIT_SCRIPT = r"""
+import sys, gload
+loaders = []
+for transport in ("shm", "grpc"):
+    for finished in (False, True):
+        l = gload.Loader(sys.argv[1], "small", transport=transport, batch_size=4, return_tensors="np",
+                         connect_timeout=5.0)
+        it = iter(l)
+        next(it)  # a live stream (and, over shm, a ring) held at exit
+        if finished:
+            for _ in it:
+                pass
+        loaders.append((l, it))
+print("ok", flush=True)
+sys.exit(0)  # the loaders are still referenced: they go at interpreter finalization
+"""
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_exit_with_open_loaders_does_not_hang(server, round_):
+    """A process that exits while Loaders hold live streams ends at once with its own exit code: no channel close
+    is left to the interpreter's finalization, where gRPC's threads no longer run (a spawn worker hung there)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, server.addr], capture_output=True, text=True, timeout=30)
+    assert (r.returncode, r.stdout.strip()) == (0, "ok"), r.stderr[-2000:]
