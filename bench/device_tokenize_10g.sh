@@ -19,16 +19,7 @@ for i in $(seq 10); do cat "$W/go1g.jsonl"; done > "$W/go10g.jsonl"
 rm -f "$W/go1g.jsonl"
 cat "$W/go10g.jsonl" > /dev/null # in the page cache
 echo "== tokenize $(date -u +%T)"
-python3 - "$W/go10g.jsonl" $d/gload tokenize --tokenizer $d/llama3.json.gz --out "$W/ds" "$W/go10g.jsonl" <<'PY'
-import os, resource, subprocess, sys, time
-t = time.time()
-r = subprocess.run(sys.argv[2:], capture_output=True, text=True)
-secs = time.time() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-size = os.path.getsize(sys.argv[1]) / 1e6
-print(f"llama3 go-source {size / 1e3:.1f} GB, 16 workers: rc={r.returncode} in {secs:.1f} s = {size / secs:.0f} MB/s of JSONL, peak RSS {rss:.0f} MiB")
-print(r.stdout[-2000:], r.stderr[-500:] if r.returncode else "")
-PY
+python3 bench/timed_tokenize.py "llama3 go-source 10 GB, 16 workers" "$W/go10g.jsonl" $d/gload tokenize --tokenizer $d/llama3.json.gz --out "$W/ds" "$W/go10g.jsonl"
 du -sh "$W/ds"
 echo "== done $(date -u +%T)"
 } 2>&1 | tee "$OUT/tokenize10g.txt"

@@ -4,8 +4,8 @@
 # goroutine), each tokenizing the 10 GB corpus (the Go-source corpus x250, JSONL, from the page cache) at 16 workers,
 # alternately (new, base, new, base into the local disk; new, base into /dev/shm), so host noise falls on both. First
 # the engine alone at 1, 2, 4, 8, 16 workers (GOMAXPROCS = workers; the corpus x5), for the scaling plot. About 7
-# minutes. Carry build/devrunS (gload.gz, gload-base.gz, llama3.json.gz, corpus.jsonl.gz). Writes sink.txt and
-# scaling.jsonl to $OUT.
+# minutes. Carry build/devrunS (gload.gz, gload-base.gz, llama3.json.gz, corpus.jsonl.gz). Writes ab.txt and
+# scaling.jsonl to $OUT; each run's line comes from bench/timed_tokenize.py.
 set -uo pipefail
 d=${DEVRUN:-build/devrunS}
 OUT=${OUT:-/tmp/out}
@@ -15,16 +15,7 @@ W=$(mktemp -d /tmp/gload-sink.XXXXXX)
 trap 'rm -rf "$W" /dev/shm/gload-sink-ds' EXIT
 run() { # label binary out
 	rm -rf "$3"
-	python3 - "$1" "$W/go10g.jsonl" "$d/$2" tokenize --tokenizer $d/llama3.json.gz --out "$3" "$W/go10g.jsonl" <<'PY'
-import os, resource, subprocess, sys, time
-t = time.time()
-r = subprocess.run(sys.argv[3:], capture_output=True, text=True)
-secs = time.time() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-size = os.path.getsize(sys.argv[2]) / 1e6
-keep = " | ".join(" ".join(l.split()) for l in r.stdout.splitlines() if l.split(" ")[0] in ("stages", "bottleneck"))
-print(f"{sys.argv[1]}: rc={r.returncode} {size / 1e3:.1f} GB in {secs:.1f} s = {size / secs:.0f} MB/s of JSONL, peak RSS {rss:.0f} MiB\n   {keep} {r.stderr[-300:] if r.returncode else ''}", flush=True)
-PY
+	python3 bench/timed_tokenize.py "$1" "$W/go10g.jsonl" "$d/$2" tokenize --tokenizer $d/llama3.json.gz --out "$3" "$W/go10g.jsonl"
 	[[ $3 == "$W/ds" ]] && sha256sum "$3/gload.index" | cut -c1-16
 	rm -rf "$3"
 }
@@ -48,4 +39,4 @@ done
 run "/dev/shm, candidate" gload /dev/shm/gload-sink-ds
 run "/dev/shm, base     " gload-base /dev/shm/gload-sink-ds
 echo "== done $(date -u +%T)"
-} 2>&1 | tee "$OUT/sink.txt"
+} 2>&1 | tee "$OUT/ab.txt"

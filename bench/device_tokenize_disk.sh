@@ -13,16 +13,7 @@ trap 'rm -rf "$W" /dev/shm/gload-disk-ds' EXIT
 run() { # label out [gload flags...]
 	local label=$1 out=$2; shift 2
 	rm -rf "$out"
-	python3 - "$label" "$W/go10g.jsonl" $d/gload tokenize "$@" --tokenizer $d/llama3.json.gz --out "$out" "$W/go10g.jsonl" <<'PY'
-import os, resource, subprocess, sys, time
-t = time.time()
-r = subprocess.run(sys.argv[3:], capture_output=True, text=True)
-secs = time.time() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-size = os.path.getsize(sys.argv[2]) / 1e6
-keep = " | ".join(l.strip() for l in r.stdout.splitlines() if l.split(" ")[0] in ("wall", "stages", "bottleneck"))
-print(f"== {sys.argv[1]}: rc={r.returncode} {size / 1e3:.1f} GB in {secs:.1f} s = {size / secs:.0f} MB/s of JSONL, peak RSS {rss:.0f} MiB\n   {keep} {r.stderr[-300:] if r.returncode else ''}", flush=True)
-PY
+	python3 bench/timed_tokenize.py "$label" "$W/go10g.jsonl" $d/gload tokenize "$@" --tokenizer $d/llama3.json.gz --out "$out" "$W/go10g.jsonl"
 	du -sh "$out"
 	rm -rf "$out"
 }

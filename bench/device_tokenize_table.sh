@@ -40,16 +40,7 @@ python3 bench/tokenizer.py --gload $G --tokenizer $d/llama3.json.gz --corpus "$W
 e2e() { # label input tokenizer [args...]
 	local label=$1 in=$2 tok=$3; shift 3
 	rm -rf "$W/ds"
-	python3 - "$label" "$in" $G tokenize --tokenizer "$tok" --out "$W/ds" "$@" "$in" <<'PY'
-import os, resource, subprocess, sys, time
-t = time.time()
-r = subprocess.run(sys.argv[3:], capture_output=True, text=True)
-secs = time.time() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-size = os.path.getsize(sys.argv[2]) / 1e6
-keep = " | ".join(l.strip() for l in r.stdout.splitlines() if l.split(" ")[0] in ("documents", "stages", "bottleneck"))
-print(f"== {sys.argv[1]}: rc={r.returncode} {size:.0f} MB in {secs:.1f} s = {size / secs:.0f} MB/s of input, peak RSS {rss:.0f} MiB\n   {keep} {r.stderr[-300:] if r.returncode else ''}", flush=True)
-PY
+	python3 bench/timed_tokenize.py "$label" "$in" $G tokenize --tokenizer "$tok" --out "$W/ds" "$@" "$in"
 	rm -rf "$W/ds"
 }
 echo "== end to end $(date -u +%T)"
