@@ -917,8 +917,8 @@ if hasattr(os, "register_at_fork"):
 
 def _close_live_at_exit() -> None:
     """At a normal interpreter exit, before finalization stops gRPC's threads: ends every stream and channel this
-    process opened (the server frees their rings now rather than when it notices the dropped connection). Registered
-    after grpc's import, so it runs before grpc's own exit handlers."""
+    process opened (the server frees their rings now rather than when it notices the dropped connection). atexit
+    handlers run before finalization, while gRPC's daemon threads still answer a channel's close."""
     for loader in list(_live):
         try:
             loader.close()

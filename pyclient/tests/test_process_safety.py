@@ -167,8 +167,8 @@ for transport in ("shm", "grpc"):
         l = gload.Loader(sys.argv[1], "small", transport=transport, batch_size=4, return_tensors="np",
                          connect_timeout=5.0)
         it = iter(l)
-        next(it)  # a live stream (and, over shm, a ring) held at exit
-        if finished:
+        next(it)  # a live stream (and, over shm, a ring) held at exit...
+        if finished:  # ...or an epoch run to its end, its stream over, the channel still open
             for _ in it:
                 pass
         loaders.append((l, it))
