@@ -50,11 +50,13 @@ test: lint build
 	$(GO) test -count=1 -tags hftokenizers,$(TAGS) ./tokenize/...
 
 # The concurrent tokenize pipeline under the race detector (its stress test runs GOMAXPROCS above the core count
-# with background CPU load; about 45 s on 2 cores), the object-storage shard cache with the streams that use it, and
+# with background CPU load), the parallel decoder of framed .zst/.gz inputs and the reader using it (likewise stressed;
+# about 45 s and 25 s on 2 cores), the object-storage shard cache with the streams that use it, and
 # the whole service package with its Go client (about 110 s here on 2 busy cores).
 test-race:
 	@echo "test-race: start $$(date -u +%T)"
 	$(GO) test -race -count=1 ./tokenize/pipeline/...
+	$(GO) test -race -count=1 ./internal/framedio/ ./tokenize/corpus/
 	$(GO) test -race -count=1 ./loader/shardcache/ ./loader/objstore/...
 	$(GO) test -race -count=1 -run 'ObjectStorage|SlowStorage|Lazy' ./loader/dataset/
 	@echo "test-race: the service (streams, limits, watch, auth) and its Go client $$(date -u +%T)"

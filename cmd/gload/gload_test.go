@@ -32,7 +32,7 @@ func gload(t *testing.T, stdin string, args ...string) (string, string, int) {
 }
 
 func TestHelpOnEveryCommand(t *testing.T) {
-	for _, cmd := range [][]string{{"--help"}, {"encode", "--help"}, {"tokenize", "--help"}, {"inspect", "--help"},
+	for _, cmd := range [][]string{{"--help"}, {"encode", "--help"}, {"tokenize", "--help"}, {"compress", "--help"}, {"inspect", "--help"},
 		{"serve", "--help"}, {"watch", "--help"}, {"bench", "--help"}} {
 		out, _, code := gload(t, "", cmd...)
 		if code != 0 || !strings.Contains(out, "Usage:") {
@@ -41,7 +41,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	}
 	// The root's overview names every subcommand.
 	out, _, _ := gload(t, "", "--help")
-	for _, sub := range []string{"encode", "tokenize", "inspect", "serve", "watch", "bench"} {
+	for _, sub := range []string{"encode", "tokenize", "compress", "inspect", "serve", "watch", "bench"} {
 		if !strings.Contains(out, "gload "+sub+" ") {
 			t.Errorf("root --help does not describe %s:\n%s", sub, out)
 		}
@@ -281,5 +281,55 @@ func TestFullDisk(t *testing.T) {
 		if strings.HasSuffix(e.Name(), ".tmp") {
 			t.Errorf("temporary file %s left behind", e.Name())
 		}
+	}
+}
+
+// gload compress writes framed files that ordinary decoders read, and tokenizing them (decoded on several
+// goroutines) gives the dataset that tokenizing the original gives, byte for byte.
+func TestCompressThenTokenizeIsIdentical(t *testing.T) {
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "ref")
+	if _, errOut, code := gload(t, "", "tokenize", "--quiet", "--tokenizer", exampleTokenizer, "--out", ref, exampleCorpus); code != 0 {
+		t.Fatalf("tokenize: %s", errOut)
+	}
+	for _, c := range [][]string{
+		{"framed.jsonl.zst", "--frame-bytes", "64KiB"},
+		{"framed.jsonl.gz"},
+		{"framed-level1.jsonl.zst", "--level", "1", "--workers", "1"},
+	} {
+		t.Run(c[0], func(t *testing.T) {
+			p := filepath.Join(dir, c[0])
+			stdout, errOut, code := gload(t, "", append([]string{"compress", "--out", p, exampleCorpus}, c[1:]...)...)
+			if code != 0 || !strings.Contains(stdout, "compressed "+exampleCorpus) {
+				t.Fatalf("compress: exit %d: %s%s", code, stdout, errOut)
+			}
+			out := filepath.Join(dir, "ds-"+c[0])
+			if _, errOut, code := gload(t, "", "tokenize", "--quiet", "--tokenizer", exampleTokenizer, "--out", out, p); code != 0 {
+				t.Fatalf("tokenize: %s", errOut)
+			}
+			for _, f := range []string{"data-00000-of-00001.arrow", "gload.index", "state.json", "dataset_info.json"} {
+				a, _ := os.ReadFile(filepath.Join(ref, f))
+				b, err := os.ReadFile(filepath.Join(out, f))
+				if err != nil || !bytes.Equal(a, b) {
+					t.Errorf("%s differs from the dataset of the original input (err %v)", f, err)
+				}
+			}
+		})
+	}
+	// A damaged input fails naming it and leaves nothing under the output's name, nor a partial file.
+	gz, _ := os.ReadFile(exampleCorpus)
+	bad := filepath.Join(dir, "bad.jsonl.gz")
+	os.WriteFile(bad, gz[:len(gz)/2], 0o644)
+	outDir := t.TempDir()
+	_, errOut, code := gload(t, "", "compress", "--out", filepath.Join(outDir, "x.jsonl.zst"), bad)
+	if code != 1 || !strings.Contains(errOut, bad) || !strings.Contains(errOut, "unexpected EOF") {
+		t.Errorf("truncated input: exit %d, stderr %q", code, errOut)
+	}
+	if left, _ := os.ReadDir(outDir); len(left) != 0 {
+		t.Errorf("a failed compress left %v", left)
+	}
+	_, errOut, code = gload(t, "", "compress", "--out", filepath.Join(outDir, "x.lz4"), exampleCorpus)
+	if code != 1 || !strings.Contains(errOut, "--codec") {
+		t.Errorf("unknown extension: exit %d, stderr %q", code, errOut)
 	}
 }

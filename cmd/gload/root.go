@@ -68,6 +68,7 @@ func newRootCmdProfiled(stdin io.Reader, stdout, stderr io.Writer) (*cobra.Comma
   gload encode     tokenize JSONL text from stdin with a tokenizer.json (check ids against Hugging Face)
   gload tokenize   turn corpora (JSONL, text, Parquet, HF datasets) into a memory-mapped Arrow dataset
   gload inspect    show what a dataset holds
+  gload compress   rewrite a big .gz/.zst corpus file as independent frames that tokenize decodes on several cores
   gload merge      join the parts of gload tokenize --task I/N into one dataset
   gload index      check a dataset's shards against its index (content hashes) and rewrite the index
   gload serve      serve length-bucketed batches of datasets to training loops (gRPC or shared memory)
@@ -80,7 +81,7 @@ func newRootCmdProfiled(stdin io.Reader, stdout, stderr io.Writer) (*cobra.Comma
 	}
 	root.SetVersionTemplate("gload {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newEncodeCmd(g), newTokenizeCmd(g), newInspectCmd(g), newIndexCmd(g), newMergeCmd(g), newServeCmd(g), newWatchCmd(g), newBenchCmd(g), newSyncCmd(g))
+	root.AddCommand(newEncodeCmd(g), newTokenizeCmd(g), newCompressCmd(g), newInspectCmd(g), newIndexCmd(g), newMergeCmd(g), newServeCmd(g), newWatchCmd(g), newBenchCmd(g), newSyncCmd(g))
 	prof := &profileOptions{}
 	prof.register(root)
 	return root, prof

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync/atomic"
 
+	"github.com/gload/gload/internal/framedio"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
@@ -16,6 +18,21 @@ import (
 // Close), which keeps the single reader goroutine busy framing instead of
 // waiting on decompression.
 const zstdConcurrency = 2
+
+// openFramed returns a parallel decoder of f when f is made of independent
+// frames (zstd frames stating their size, BGZF gzip blocks; package
+// framedio), or nil when f is one stream (then one decoder reads it).
+func openFramed(fh *os.File, f File) *framedio.Reader {
+	codec := framedio.Zstd
+	if f.Compression == CompressGzip {
+		codec = framedio.Gzip
+	}
+	st, err := fh.Stat()
+	if err != nil || !framedio.Splittable(fh, st.Size(), codec) {
+		return nil // a stat error shows up again when the stream decoder reads
+	}
+	return framedio.Open(fh, st.Size(), codec, framedio.Options{})
+}
 
 // decompressor wraps r in the decoder for comp. The returned close function
 // releases the decoder (not r).

@@ -42,7 +42,8 @@ func FuzzJSONL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8, maxDoc uint16, readSize uint8) {
 		o := Options{ChunkBytes: int(chunk)%64 + 1, MaxDocBytes: int64(maxDoc)%512 + 1}
 		rd := &chunkedReader{r: bytes.NewReader(data), n: int(readSize)%16 + 1}
-		src := &lineSource{f: io.NopCloser(nil), cnt: &countingReader{r: rd}, closeFn: func() error { return nil },
+		cnt := &countingReader{r: rd}
+		src := &lineSource{f: io.NopCloser(nil), progress: cnt.n.Load, closeFn: func() error { return nil },
 			fr: newLineFramer(rd, "fuzz.jsonl", o), kind: JSONLine}
 
 		// The expected records, from a plain split.

@@ -189,12 +189,12 @@ func (l *lineFramer) skip(n int64) error {
 
 // lineSource reads JSON Lines or text with one document per line.
 type lineSource struct {
-	f       io.Closer
-	cnt     *countingReader
-	closeFn func() error
-	fr      *lineFramer
-	kind    Kind
-	size    int64
+	f        io.Closer
+	progress func() int64 // compressed (or plain) input bytes consumed
+	closeFn  func() error
+	fr       *lineFramer
+	kind     Kind
+	size     int64
 }
 
 func newLineSource(fh *os.File, f File, o Options, skip int64, prev pieceBase) (source, error) {
@@ -207,13 +207,20 @@ func newLineSource(fh *os.File, f File, o Options, skip int64, prev pieceBase) (
 			return nil, &ReadError{Path: f.Path, Err: fmt.Errorf("count lines before byte %d: %w", f.Offset, err)}
 		}
 	}
+	if f.Compression != CompressNone {
+		if fr := openFramed(fh, f); fr != nil {
+			// Independent frames (multi-frame zstd, BGZF): decoded on several goroutines, in order.
+			s := &lineSource{f: fh, progress: fr.Consumed, closeFn: fr.Close, kind: JSONLine, size: f.Size}
+			return s.start(fr, f, o, skip, base)
+		}
+	}
 	cnt := &countingReader{r: in}
 	rd, closeFn, err := decompressor(cnt, f.Compression)
 	if err != nil {
 		fh.Close()
 		return nil, &ReadError{Path: f.Path, Unit: "line", Line: 1, Err: err}
 	}
-	s := &lineSource{f: fh, cnt: cnt, closeFn: closeFn, kind: JSONLine, size: f.Size}
+	s := &lineSource{f: fh, progress: cnt.n.Load, closeFn: closeFn, kind: JSONLine, size: f.Size}
 	if f.Compression != CompressNone {
 		// Decompress in a goroutine of its own, ahead of the framing.
 		ra := newReadAhead(rd)
@@ -223,6 +230,11 @@ func newLineSource(fh *os.File, f File, o Options, skip int64, prev pieceBase) (
 		}
 		rd = ra
 	}
+	return s.start(rd, f, o, skip, base)
+}
+
+// start frames rd's lines and skips the first skip.
+func (s *lineSource) start(rd io.Reader, f File, o Options, skip, base int64) (source, error) {
 	s.fr = newLineFramer(rd, f.Path, o)
 	s.fr.base = base
 	if f.Format == FormatText {
@@ -279,7 +291,7 @@ func (s *lineSource) consumed() int64 { return s.fr.line }
 // linesThrough is the file's line count at the end of what was read.
 func (s *lineSource) linesThrough() int64 { return s.fr.base + s.fr.line }
 
-func (s *lineSource) bytesRead() int64 { return min(s.cnt.n.Load(), s.size) }
+func (s *lineSource) bytesRead() int64 { return min(s.progress(), s.size) }
 
 func (s *lineSource) close() error {
 	return errors.Join(s.closeFn(), s.f.Close())

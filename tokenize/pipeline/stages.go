@@ -49,8 +49,9 @@ func (s Stages) Bottleneck() string {
 	switch {
 	case s.Reader >= 0.9 && s.Workers < 0.8:
 		return fmt.Sprintf("the input: the reader was busy %.0f%% of the time while the workers were %.0f%% busy "+
-			"(one reader decompresses and frames each run's input; split the corpus into several files, or use "+
-			"plain or zstd files, to go faster)", 100*s.Reader, 100*s.Workers)
+			"(one reader frames each run's input, and one core decompresses a .gz or single-frame .zst file: split "+
+			"the corpus into several files, use plain files, or rewrite it with `gload compress` into frames "+
+			"decoded on several cores, to go faster)", 100*s.Reader, 100*s.Workers)
 	case s.Writer >= 0.9 && s.Workers < 0.8:
 		return fmt.Sprintf("writing: the writer was busy %.0f%% of the time while the workers were %.0f%% busy "+
 			"(Arrow encoding and the disk; a faster --out disk helps)", 100*s.Writer, 100*s.Workers)
