@@ -5,6 +5,9 @@ lines of gload's summary that say what happened (documents, tokens, shards, wall
 stderr when it failed. Standard library only: the GPU machine's Python runs it.
 
 usage: timed_tokenize.py LABEL INPUT CMD [ARGS...]
+
+INPUT is the file whose size the rate is of: give the plain JSONL when the command reads a compressed copy of it
+(MB/s of JSON Lines).
 """
 import os
 import resource
