@@ -207,10 +207,10 @@ func decodeZstd(zd *zstd.Decoder, in []byte, sp span, out []byte) ([]byte, error
 		var err error
 		out, err = zd.DecodeAll(in[f.off-sp.off:f.off-sp.off+f.n], out)
 		if err != nil {
-			return out[:before], &formatError{Zstd, f.off, err.Error()}
+			return out[:before], decoderError(Zstd, f.off, err)
 		}
 		if got := int64(len(out) - before); got != f.out {
-			return out[:before], &formatError{Zstd, f.off, fmt.Sprintf("decoded %d bytes, the frame header states %d", got, f.out)}
+			return out[:before], &formatError{Zstd, f.off, fmt.Sprintf("decoded %d bytes, the frame header states %d", got, f.out), nil}
 		}
 	}
 	return out, nil
@@ -227,7 +227,7 @@ func decodeGzip(gz **gzip.Reader, in []byte, sp span, out []byte) ([]byte, error
 			err = (*gz).Reset(m)
 		}
 		if err != nil {
-			return out, &formatError{Gzip, f.off, err.Error()}
+			return out, decoderError(Gzip, f.off, err)
 		}
 		(*gz).Multistream(false)
 		before := len(out)
@@ -236,13 +236,13 @@ func decodeGzip(gz **gzip.Reader, in []byte, sp span, out []byte) ([]byte, error
 		_, err = io.CopyN(buf, *gz, f.out+1)
 		out = buf.Bytes()
 		if err != nil && !errors.Is(err, io.EOF) {
-			return out[:before], &formatError{Gzip, f.off, err.Error()}
+			return out[:before], decoderError(Gzip, f.off, err)
 		}
 		if got := int64(len(out) - before); got != f.out {
-			return out[:before], &formatError{Gzip, f.off, fmt.Sprintf("decoded %d bytes, the member's trailer states %d", got, f.out)}
+			return out[:before], &formatError{Gzip, f.off, fmt.Sprintf("decoded %d bytes, the member's trailer states %d", got, f.out), nil}
 		}
 		if m.Len() != 0 {
-			return out[:before], &formatError{Gzip, f.off, fmt.Sprintf("%d bytes left after the member's trailer, inside its BGZF block size", m.Len())}
+			return out[:before], &formatError{Gzip, f.off, fmt.Sprintf("%d bytes left after the member's trailer, inside its BGZF block size", m.Len()), nil}
 		}
 	}
 	return out, nil
@@ -319,14 +319,14 @@ func (d *Reader) startStream(sp span) {
 	case Zstd:
 		zr, err := zstd.NewReader(sec, zstd.WithDecoderConcurrency(2))
 		if err != nil {
-			d.err = &formatError{Zstd, sp.off, err.Error()}
+			d.err = decoderError(Zstd, sp.off, err)
 			return
 		}
 		d.stream, d.closeStr = offsetErrors{zr, Zstd, sp.off}, zr.Close
 	default:
 		zr, err := gzip.NewReader(sec)
 		if err != nil {
-			d.err = &formatError{Gzip, sp.off, err.Error()}
+			d.err = decoderError(Gzip, sp.off, err)
 			return
 		}
 		d.stream, d.closeStr = offsetErrors{zr, Gzip, sp.off}, func() { zr.Close() }
@@ -350,7 +350,7 @@ type offsetErrors struct {
 func (o offsetErrors) Read(p []byte) (int, error) {
 	n, err := o.r.Read(p)
 	if err != nil && !errors.Is(err, io.EOF) {
-		err = &formatError{o.codec, o.off, err.Error()}
+		err = decoderError(o.codec, o.off, err)
 	}
 	return n, err
 }

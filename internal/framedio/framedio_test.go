@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -382,5 +383,24 @@ func TestStressUnderLoad(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// A decoder's error stays reachable with errors.Is, and the message does not repeat the codec's name.
+func TestDecoderErrorsWrapTheCause(t *testing.T) {
+	comp := compress(t, corpusBytes(200<<10, 12), WriterOptions{Codec: BGZF})
+	spans := frameOffsets(t, comp, Gzip)
+	bad := append([]byte{}, comp...)
+	bad[spans[1].off+spans[1].n-8] ^= 1 // the second member's CRC-32
+	_, err := parallel(bad, Gzip, Options{Decoders: 2})
+	if !errors.Is(err, gzip.ErrChecksum) {
+		t.Fatalf("err %v", err)
+	}
+	if want := fmt.Sprintf("gzip: frame at byte %d: invalid checksum", spans[1].off); err.Error() != want {
+		t.Fatalf("err %q, want %q", err, want)
+	}
+	var fe *formatError
+	if !errors.As(err, &fe) || fe.cause == nil {
+		t.Fatalf("err %v does not carry the decoder's error", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Codec names a compressed format.
@@ -56,10 +57,18 @@ type formatError struct {
 	codec Codec
 	off   int64
 	what  string
+	cause error // the decoder's error, when a decoder found it (gzip.ErrChecksum, ...)
 }
 
 func (e *formatError) Error() string {
 	return fmt.Sprintf("%s: frame at byte %d: %s", e.codec, e.off, e.what)
+}
+
+func (e *formatError) Unwrap() error { return e.cause }
+
+// decoderError is a decoder's error about the frame at off (without the codec's name repeated).
+func decoderError(codec Codec, off int64, err error) error {
+	return &formatError{codec, off, strings.TrimPrefix(err.Error(), string(codec)+": "), err}
 }
 
 // truncated is what a formatError says for a frame that runs past the end of the file.
@@ -150,7 +159,7 @@ const (
 // zstdFrameAt parses the zstd frame (RFC 8878 section 3.1) at off, walking
 // its block headers to find its end.
 func (w *walker) zstdFrameAt(off int64) (frame, int, error) {
-	bad := func(what string) (frame, int, error) { return frame{}, 0, &formatError{Zstd, off, what} }
+	bad := func(what string) (frame, int, error) { return frame{}, 0, &formatError{Zstd, off, what, nil} }
 	b, err := w.src.at(off, 4)
 	if err != nil {
 		return bad(short(err))
@@ -256,7 +265,7 @@ func (w *walker) zstdFrameAt(off int64) (frame, int, error) {
 // makes the rest of the file one serial span (its end is known only by
 // decoding it).
 func (w *walker) gzipMemberAt(off int64) (frame, int, error) {
-	bad := func(what string) (frame, int, error) { return frame{}, 0, &formatError{Gzip, off, what} }
+	bad := func(what string) (frame, int, error) { return frame{}, 0, &formatError{Gzip, off, what, nil} }
 	b, err := w.src.at(off, 10)
 	if err != nil {
 		return bad(short(err))
