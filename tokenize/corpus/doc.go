@@ -41,6 +41,9 @@
 //     before the next document.
 //   - A [Reader] is not safe for concurrent use; an [Extractor] is.
 //   - For a compressed file the Reader runs one goroutine that decompresses
-//     ahead (at most 6 blocks of 256 KiB); moving to the next file or
-//     [Reader.Close] stops it. Always Close a Reader you stop reading early.
+//     ahead (at most 6 blocks of 256 KiB) or, for a file of independent
+//     frames (zstd frames stating their size, BGZF gzip), a few goroutines
+//     that decode frames ahead in order (package framedio, at most 64 MiB
+//     decoded); moving to the next file or [Reader.Close] stops them. Always
+//     Close a Reader you stop reading early.
 package corpus
