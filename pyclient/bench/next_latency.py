@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """How fast does gload hand batches to a training loop? Prints one JSON document.
 
-For each transport (shm, grpc) and output (numpy; torch CPU; torch on CUDA when available):
+For each transport (shm, grpc) and output (numpy; torch CPU; torch on CUDA when available; over shm also numpy with
+``zero_copy=True``: "numpy-zc" with the default keys, input_ids as a view of the slot and attention_mask made per
+batch, and "numpy-zc-ids", input_ids and lengths only, both views — the hand-off's floor):
   - next() latency with a batch ready: a simulated step (``--step-us`` of sleep) runs between calls so the client's
     reader thread has the next batch converted and queued; p50/p99/max of next() over ``--ready`` calls;
   - throughput: next() in a tight loop for ``--batches`` batches of ``--rows``×``--length`` tokens: batches/s and
@@ -95,8 +97,12 @@ class Batches:
 def run(args, addr: str, dataset: str, transport: str, output: str) -> dict:
     kw = dict(batch_size=args.rows, pad_multiple=args.length, max_length=args.length, prefetch=args.prefetch,
               transport=transport, labels=False, warmup=True)
-    if output == "numpy":
+    if output.startswith("numpy"):
         kw["return_tensors"] = "np"
+        if output.startswith("numpy-zc"):
+            kw["zero_copy"] = True
+        if output == "numpy-zc-ids":
+            kw["keys"] = ["input_ids", "lengths"]
     else:
         kw["return_tensors"] = "pt"
         if output == "cuda":
@@ -186,14 +192,15 @@ def main() -> None:
     p.add_argument("--step-us", type=float, default=1000.0, help="simulated step between ready calls (µs)")
     p.add_argument("--prefetch", type=int, default=8)
     p.add_argument("--transports", default="shm,grpc")
-    p.add_argument("--outputs", default="auto", help="numpy,torch,cuda (auto: those available)")
+    p.add_argument("--outputs", default="auto",
+                   help="numpy,numpy-zc,numpy-zc-ids,torch,cuda (auto: those available; the zc ones over shm only)")
     p.add_argument("--cpu-steps", type=int, default=0, help="also measure a CPU-bound loop's slowdown (steps; 0: no)")
     p.add_argument("--cpu-work", type=int, default=20000, help="iterations of the CPU-bound step (about 1 ms)")
     args = p.parse_args()
 
     outputs = args.outputs.split(",")
     if args.outputs == "auto":
-        outputs = ["numpy"]
+        outputs = ["numpy", "numpy-zc", "numpy-zc-ids"]
         if torch is not None:
             outputs.append("torch")
             if torch.cuda.is_available():
@@ -206,7 +213,8 @@ def main() -> None:
             ds = make_dataset(args.gload_bin, tmp, args.dataset_rows, args.length)
             server = start_server(args.gload_bin, ds, tmp / "s.sock")
             addr = f"unix://{tmp / 's.sock'}"
-        results = [run(args, addr, args.dataset, t, o) for t in args.transports.split(",") for o in outputs]
+        results = [run(args, addr, args.dataset, t, o) for t in args.transports.split(",") for o in outputs
+                   if t == "shm" or not o.startswith("numpy-zc")]
         if args.cpu_steps:
             results += [cpu_loop(args, addr, args.dataset, t) for t in args.transports.split(",")]
     finally:

@@ -68,8 +68,14 @@ class Converter:
         shift_labels: bool = False,
         ignore_index: int = IGNORE_INDEX,
         static_buffers: bool = False,
+        zero_copy: bool = False,
     ) -> None:
         self.tensors = tensors
+        # Doorbell numpy streams with zero_copy: keys the slot holds in the wanted dtype are handed out as read-only
+        # views of it (valid until the slot is released, at the next next() call); set on Opened, since only a
+        # doorbell stream converts on the caller's thread and releases a slot when told.
+        self.zero_copy_wanted = bool(zero_copy)
+        self.zero_copy = False
         # CUDA: every batch of one shape handed out in the same device tensors (for CUDA graphs), copied into them
         # on the caller's stream in hand_out.
         self.static_buffers = bool(static_buffers)
@@ -162,13 +168,17 @@ class Converter:
         dt = self._dtypes
         want = self.keys
         ids32 = src["input_ids"].reshape(rows, length)
-        ids = ids32.astype(dt["input_ids"])  # the one copy
-        lengths = src["lengths"].astype(np.int32)
+        # zero_copy: keys in the slot's dtype are the slot's own (read-only) memory; otherwise each key is a copy.
+        take = (lambda a, d: a if a.dtype == d else a.astype(d)) if self.zero_copy else (lambda a, d: a.astype(d))
+        ids = take(ids32, dt["input_ids"])
+        lengths = take(src["lengths"], np.dtype(np.int32))
         out: Dict[str, Any] = {"input_ids": ids}
-        ar = self._np_aranges.get(length)
-        if ar is None:
-            ar = self._np_aranges[length] = np.arange(length, dtype=np.int32)[None, :]
-        mask = ar < lengths[:, None]
+        mask = None
+        if "attention_mask" in want or (self.labels and not self.stored_labels):
+            ar = self._np_aranges.get(length)
+            if ar is None:
+                ar = self._np_aranges[length] = np.arange(length, dtype=np.int32)[None, :]
+            mask = ar < lengths[:, None]
         if "attention_mask" in want:
             out["attention_mask"] = mask.astype(dt["attention_mask"])
         packed = b.cu_len > 0
@@ -176,7 +186,11 @@ class Converter:
         if packed:
             pos = src["position_ids"].reshape(rows, length)
         if self.labels and self.stored_labels:
-            labels = src["labels"].reshape(rows, length).astype(dt["labels"])  # -100 already where no loss
+            labels = src["labels"].reshape(rows, length)  # -100 already where no loss
+            if self.ignore_index != IGNORE_INDEX or self.shift_labels:
+                labels = labels.astype(dt["labels"])  # changed below: a copy whatever zero_copy says
+            else:
+                labels = take(labels, dt["labels"])
             if self.ignore_index != IGNORE_INDEX:
                 labels[labels == IGNORE_INDEX] = self.ignore_index
             if self.shift_labels:
@@ -191,10 +205,10 @@ class Converter:
             out["labels"] = labels
         if pos is not None:
             if "position_ids" in want:
-                out["position_ids"] = pos.astype(dt["position_ids"])
+                out["position_ids"] = take(pos, dt["position_ids"])
             if "cu_seqlens" in want:
-                out["cu_seqlens"] = src["cu_seqlens"].astype(np.int32)
-        out["index"] = src["index"].astype(np.int64)
+                out["cu_seqlens"] = take(src["cu_seqlens"], np.dtype(np.int32))
+        out["index"] = take(src["index"], np.dtype(np.int64))
         out["lengths"] = lengths
         counts = self._split_sources(out, lengths, packed)
         out = self._select(out)

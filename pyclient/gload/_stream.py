@@ -101,6 +101,8 @@ class Stream:
         # CUDA doorbell streams: a thread takes batches from the ring, copies them to the device (a host wait for
         # the copy there, not in the training loop), returns the slot and queues the batch.
         self._ring_reader: Optional[threading.Thread] = None
+        # zero_copy doorbell streams: the batch handed out last, whose slot goes back at the next get().
+        self._held: Optional[int] = None
         self._grpc_ended = False
         self._failed = False
         self._report_n = 0
@@ -187,6 +189,8 @@ class Stream:
             self._released_addr = int(self.ring.released.ctypes.data)
             if self.converter.cuda:
                 self._ring_reader = threading.Thread(target=self._read_ring, name="gload-ring-reader", daemon=True)
+            else:
+                self.converter.zero_copy = self.converter.zero_copy_wanted
         if len(o.source_offsets) > 0:
             import numpy as np
 
@@ -223,6 +227,9 @@ class Stream:
         hand-off): wait for its slot's sequence word, convert (copy out of the slot), return."""
         o, ring = self.opened, self.ring
         assert o is not None and ring is not None and ring.headers is not None
+        if self._held is not None:  # zero_copy: the last batch's views end here
+            self._release(self._held)
+            self._held = None
         seq = self._next_seq
         if seq >= o.batches:
             return self._get_failure_or_end(timeout)  # the end message follows the last batch's word at once
@@ -292,7 +299,9 @@ class Stream:
     def ack(self, r: Ready) -> None:
         """Hands r's credit (and slot) back to the server."""
         if self.doorbell:
-            if self._ring_reader is None:  # (the ring reader returned the slot when its copy was done)
+            if self.converter is not None and self.converter.zero_copy:
+                self._held = r.seq  # its views are the caller's until the next get()
+            elif self._ring_reader is None:  # (the ring reader returned the slot when its copy was done)
                 self._release(r.seq)
             return
         self._out.put(("ack", r.seq, r.slot))

@@ -114,7 +114,14 @@ class Loader(_Base):
     ``next()`` call (so after the work queued on it before), and a tensor whose size depends on the content
     (``index``, and ``cu_seqlens`` of packed batches) is replaced when its size changes. Capture graphs with
     ``torch.cuda.graph(g, capture_error_mode="thread_local")``: the client's reader thread keeps copying batches
-    (and waiting for its copies) during a capture, which the default global mode refuses.
+    (and waiting for its copies) during a capture, which the default global mode refuses. Or with
+    ``zero_copy=True`` (numpy over ``transport="shm"``, outside DataLoader workers): the keys the ring's slot holds
+    in the dtype handed out (``input_ids``, ``lengths``, ``index``, ``position_ids``, ``cu_seqlens``, and an SFT
+    dataset's ``labels`` when int32 is asked for them) are read-only views of the slot, valid until the next
+    ``next()`` call, which gives the slot back to the server to refill: copy what you keep longer. ``input_ids``
+    and ``position_ids`` are int32 then (as the ring holds them; a ``dtype`` asking int64 is refused);
+    ``attention_mask`` and computed ``labels`` are still made per batch. A stream without the doorbell hand-off
+    (an older server) gives copies.
 
     ``eval=True`` (or ``shuffle=False, remainder="keep"``) is an evaluation pass: rows in dataset order, cut into
     consecutive batches each padded to its own longest row, no warm-up, the last partial batch kept and every row
@@ -199,6 +206,7 @@ class Loader(_Base):
         eval: bool = False,
         ignore_index: int = _keys.DEFAULT_IGNORE_INDEX,
         static_buffers: bool = False,
+        zero_copy: bool = False,
     ) -> None:
         # What the caller set, for integrations that take unset settings from elsewhere (gload.hf).
         self._given = {k for k, v in (("batch_size", batch_size), ("seed", seed), ("remainder", remainder)) if v is not None}
@@ -294,6 +302,7 @@ class Loader(_Base):
             raise ValueError("static_buffers=True keeps a batch's device tensors for CUDA graphs: it needs "
                              f"device='cuda' (device is {device!r})")
         self.static_buffers = static_buffers
+        self.zero_copy = self._check_zero_copy(zero_copy, dtype)
         self._pending: Optional[State] = None  # a loaded state, used by the next stream of its epoch
         # Where the stream of the object this one was copied from (pickle, fork) stood: next() continues there.
         self._resume_point: Optional[State] = None
@@ -471,11 +480,33 @@ class Loader(_Base):
                             policy_hash=st["policy_hash"], consumed=at, plan_world=st["plan_world"])
         return rs, st["consumed"]
 
+    def _check_zero_copy(self, zero_copy: Any, dtype: Any) -> bool:
+        """Validates ``zero_copy`` against the other settings; with it, input_ids and position_ids come as the ring
+        holds them (int32) unless ``dtype`` asked for another dtype, which is an error."""
+        if zero_copy is not True and zero_copy is not False:
+            raise ValueError(f"zero_copy {zero_copy!r}: want True or False")
+        if not zero_copy:
+            return False
+        why = "zero_copy=True hands out read-only views of the shared-memory ring, valid until the next next() call"
+        if self.transport != "shm":
+            raise ValueError(f"{why}: it needs transport='shm' (got {self.transport!r})")
+        if self.return_tensors != "np":
+            raise ValueError(f"{why}: it needs return_tensors='np' (a torch tensor over the read-only mapping "
+                             "would crash the process on an in-place write)")
+        if self.device is not None:
+            raise ValueError(f"{why}: with device={self.device!r} the copy to the device is the hand-off; "
+                             "leave zero_copy=False")
+        for k in ("input_ids", "position_ids"):
+            if dtype is not None and self._dtypes[k] != np.dtype(np.int32):
+                raise ValueError(f"{why}: {k} comes as the ring holds it, int32, but dtype asks for {self._dtypes[k]}")
+            self._dtypes[k] = np.dtype(np.int32)
+        return True
+
     def _converter(self, ring: Optional[Ring], layout: Optional[pb.SlotLayout]) -> Converter:
         return Converter(tensors=self.return_tensors, device=self.device, dtypes=self._dtypes,
                          labels=self._want_labels, position_start=self.position_start, keys=self.keys, ring=ring,
                          layout=layout, shift_labels=self.shift_labels, ignore_index=self.ignore_index,
-                         static_buffers=self.static_buffers)
+                         static_buffers=self.static_buffers, zero_copy=self.zero_copy)
 
     def _start(self, patience: float) -> None:
         """Opens this epoch's stream (from the loaded state, if any), retrying an unreachable server for
@@ -487,6 +518,11 @@ class Loader(_Base):
             raise InvalidArgument(
                 "device='cuda' inside a DataLoader worker: CUDA does not work in forked workers; leave device=None "
                 "there (and use pin_memory=True), or use num_workers=0: gload already prefetches on a thread")
+        if self.zero_copy and torch is not None and torch.utils.data.get_worker_info() is not None:
+            raise InvalidArgument(
+                "zero_copy=True inside a DataLoader worker: the worker sends batches to the main process after its "
+                "next() call returned the slot to the server, so views would change under it; leave zero_copy=False "
+                "in workers (or iterate the Loader in the main process: gload already prefetches)")
         resume, base = self._resume_for(consumer)
         msg = self._open_msg(consumer, resume)
         deadline = time.monotonic() + patience

@@ -84,3 +84,71 @@ def test_doorbell_timeout_and_close_mid_epoch(server):
             break
     assert got == want
     l2.close()
+
+
+# -- zero_copy: read-only views of the slot, valid until the next next() ------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["bucketed", "packed"])
+@pytest.mark.parametrize("prefetch", [1, 4])
+def test_zero_copy_same_batches_as_copies(server, policy, prefetch):
+    """zero_copy=True hands out the same batches (input_ids as int32 views of the ring, read-only) and the same
+    state; prefetch=1 proves the held slot goes back before the next batch is waited for (else no batch comes)."""
+    kw = {"policy": policy, "seq_len": 256} if policy == "packed" else {"policy": policy}
+    with make(server, "shm", prefetch=prefetch, **kw) as l:
+        want = batches(l)
+    got = []
+    with make(server, "shm", prefetch=prefetch, zero_copy=True, **kw) as z:
+        for b in z:
+            ids = b["input_ids"]
+            assert ids.dtype == np.int32 and not ids.flags.writeable and not ids.flags.owndata
+            assert np.shares_memory(ids, z._stream.ring._bytes), "input_ids is not a view of the ring"
+            assert not b["lengths"].flags.writeable
+            with pytest.raises(ValueError):
+                ids[0, 0] = 1  # read-only: a write cannot change the slot
+            got.append({k: np.array(v) for k, v in b.items()})
+    assert len(got) == len(want) > 0
+    for a, b in zip(got, want):
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+            if k not in ("input_ids", "position_ids"):
+                assert a[k].dtype == b[k].dtype, k
+        assert a["input_ids"].dtype == np.int32 and b["input_ids"].dtype == np.int64
+
+
+def test_zero_copy_state_resumes_exactly(server):
+    """state_dict after k zero-copy batches resumes where a copying stream would, and a view stays intact until the
+    next next() call."""
+    with make(server, "shm") as l:
+        want = rows_of(l)
+    z = make(server, "shm", zero_copy=True)
+    it = iter(z)
+    got = []
+    for _ in range(4):
+        b = next(it)
+        kept = np.array(b["input_ids"])
+        z.state_dict()  # neither this nor time passing touches the held slot
+        np.testing.assert_array_equal(b["input_ids"], kept)
+        got += rows_of([{k: np.array(v) for k, v in b.items()}])
+    st = z.state_dict()
+    z.close()
+    with make(server, "shm", zero_copy=True) as r:
+        r.load_state_dict(st)
+        got += rows_of([{k: np.array(v) for k, v in b.items()} for b in r])
+    assert got == want
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"transport": "grpc"}, "transport='shm'"),
+    ({"return_tensors": "pt"}, "return_tensors='np'"),
+    ({"dtype": np.int64}, "int32"),
+    ({"zero_copy": "yes"}, "want True or False"),
+])
+def test_zero_copy_refuses_what_it_cannot_do(server, kw, says):
+    if kw.get("return_tensors") == "pt":
+        pytest.importorskip("torch", reason="return_tensors='pt' needs torch")
+    kw = {"zero_copy": True, **kw}
+    transport = kw.pop("transport", "shm")
+    with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        make(server, transport, **kw)

@@ -223,3 +223,12 @@ def test_dataloader_every_start_method(server, datasets, ctx):
     with make(server, "shm", batch_size=4) as single:
         assert rows_of(bs) == rows_of(single)
     ds.close()
+
+
+def test_zero_copy_refused_in_dataloader_workers(server):
+    """A DataLoader worker pickles a batch after its next() gave the slot back: zero_copy views are refused there,
+    saying why, instead of handing the main process batches that change under it."""
+    ds = make(server, "shm", batch_size=4, zero_copy=True, return_tensors="np")
+    with pytest.raises(Exception, match="zero_copy=True inside a DataLoader worker"):
+        list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context=WORKERS_CONTEXT or "spawn"))
+    ds.close()
