@@ -404,3 +404,28 @@ func TestDecoderErrorsWrapTheCause(t *testing.T) {
 		t.Fatalf("err %v does not carry the decoder's error", err)
 	}
 }
+
+// A frame left for the next span is parsed once: no re-walk of a big serial frame's block headers (or of the frame
+// that would overflow a span) on the next call.
+func TestWalkerParsesEachFrameOnce(t *testing.T) {
+	a, b := corpusBytes(300<<10, 13), corpusBytes(200<<10, 14)
+	comp := mixedZstd(t, a, b, a)
+	w := newWalker(bytes.NewReader(comp), int64(len(comp)), Zstd, 1<<20, 64<<10)
+	frames := 1 // mixedZstd's skippable frame
+	for {
+		sp, err := w.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.serial {
+			frames++
+		}
+		frames += len(sp.frames)
+	}
+	if w.parsed != frames {
+		t.Fatalf("%d frame headers parsed for %d frames", w.parsed, frames)
+	}
+}

@@ -46,6 +46,12 @@ type walker struct {
 	max     int64 // largest stated decoded size of a frame (and a span) decoded in parallel
 	done    bool
 	pending error // an error found after a span's good frames
+	// A frame parsed but left for the next span (a serial frame after parallel ones, or one past the span's
+	// bound), so that its headers, which may be a big frame's thousands of block headers, are walked once.
+	peeked     frame
+	peekedKind int
+	hasPeek    bool
+	parsed     int // frames parsed (frameAt calls), for tests
 }
 
 func newWalker(r io.ReaderAt, size int64, codec Codec, target, max int64) *walker {
@@ -96,7 +102,7 @@ func (w *walker) next() (span, error) {
 	}
 	var sp span
 	for w.off < w.size && (len(sp.frames) == 0 || sp.n < w.target) {
-		f, kind, err := w.frameAt(w.off)
+		f, kind, err := w.nextFrame()
 		if err != nil {
 			if len(sp.frames) > 0 {
 				w.pending = err
@@ -111,12 +117,14 @@ func (w *walker) next() (span, error) {
 			continue
 		case frameSerial:
 			if len(sp.frames) > 0 {
+				w.keep(f, kind)
 				return sp, nil // the serial frame opens the next span
 			}
 			w.off += f.n
 			return span{off: f.off, n: f.n, serial: true}, nil
 		}
 		if len(sp.frames) > 0 && sp.out+f.out > w.max {
+			w.keep(f, kind)
 			return sp, nil // keep a span's output within one frame's bound
 		}
 		if len(sp.frames) == 0 {
@@ -134,6 +142,20 @@ func (w *walker) next() (span, error) {
 	return sp, nil
 }
 
+// nextFrame returns the frame at w.off: the one kept by the last call, or a newly parsed one.
+func (w *walker) nextFrame() (frame, int, error) {
+	if w.hasPeek {
+		w.hasPeek = false
+		return w.peeked, w.peekedKind, nil
+	}
+	return w.frameAt(w.off)
+}
+
+// keep leaves f (at w.off) for the next call of next.
+func (w *walker) keep(f frame, kind int) {
+	w.peeked, w.peekedKind, w.hasPeek = f, kind, true
+}
+
 // Kinds of frames.
 const (
 	frameParallel = iota // end and decoded size known: decode anywhere
@@ -143,6 +165,7 @@ const (
 
 // frameAt reads the header of the frame at off.
 func (w *walker) frameAt(off int64) (frame, int, error) {
+	w.parsed++
 	if w.codec == Gzip {
 		return w.gzipMemberAt(off)
 	}
