@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 18, the writer's share: two gload binaries side by side on the GPU machine, the base (gload-base.gz) and the
-# candidate (gload.gz, e.g. with the shard sink that hashes and writes record batches off the ordered writer's
-# goroutine), each tokenizing the 10 GB corpus (the Go-source corpus x250, JSONL, from the page cache) at 16 workers,
-# alternately (new, base, new, base into the local disk; new, base into /dev/shm), so host noise falls on both. First
-# the engine alone at 1, 2, 4, 8, 16 workers (GOMAXPROCS = workers; the corpus x5), for the scaling plot. About 7
-# minutes. Carry build/devrunS (gload.gz, gload-base.gz, llama3.json.gz, corpus.jsonl.gz). Writes ab.txt and
-# scaling.jsonl to $OUT; each run's line comes from bench/timed_tokenize.py.
+# Issue 18: two gload binaries side by side on the GPU machine, the base (gload-base.gz) and the candidate (gload.gz),
+# first the engine alone (llama3, the Go-source corpus x5, --passes 2, GOMAXPROCS = workers: the candidate at 1, 2, 4,
+# 8, 16 workers for the scaling plot, the base at 1 and 16), then each tokenizing the 10 GB corpus (the Go-source
+# corpus x250, JSONL, from the page cache) at 16 workers, alternately (new, base, new, base into the local disk; new,
+# base into /dev/shm), so host noise falls on both. About 7 minutes. Carry build/devrunS (bench/prepare_devrun_ab.sh:
+# gload.gz, gload-base.gz, llama3.json.gz, corpus.jsonl.gz). Writes ab.txt and scaling.jsonl to $OUT; each run's line
+# comes from bench/timed_tokenize.py, each disk run's gload.index SHA-256 prefix follows it (the two must agree).
 set -uo pipefail
 d=${DEVRUN:-build/devrunS}
 OUT=${OUT:-/tmp/out}
@@ -27,6 +27,11 @@ echo "== engine scaling, llama3, corpus x5, --passes 2 $(date -u +%T)"
 for n in 1 2 4 8 16; do
 	GOMAXPROCS=$n $d/gload encode --bench --passes 2 --tokenizer $d/llama3.json.gz --workers $n < "$W/go5.jsonl" 2>/dev/null | grep '^{' | tee -a "$OUT/scaling.jsonl"
 done
+echo "== base engine, 1 and 16 workers, and the candidate at 1 again $(date -u +%T)"
+for n in 1 16; do
+	echo -n "base $n: "; GOMAXPROCS=$n $d/gload-base encode --bench --passes 2 --tokenizer $d/llama3.json.gz --workers $n < "$W/go5.jsonl" 2>/dev/null | grep '^{'
+done
+echo -n "candidate 1: "; GOMAXPROCS=1 $d/gload encode --bench --passes 2 --tokenizer $d/llama3.json.gz --workers 1 < "$W/go5.jsonl" 2>/dev/null | grep '^{'
 for i in $(seq 25); do cat "$W/go.jsonl"; done > "$W/go1g.jsonl"
 for i in $(seq 10); do cat "$W/go1g.jsonl"; done > "$W/go10g.jsonl"
 rm -f "$W/go1g.jsonl" "$W/go5.jsonl"

@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -92,9 +92,8 @@ type ShardWriter struct {
 	opts           WriterOptions
 	f              *os.File
 	bw             *bufio.Writer
-	crc            hash.Hash // SHA-256 of the bytes written
-	n              int64     // bytes written to bw
-	err            error     // sticky write error
+	n              int64 // bytes written to bw
+	err            error // sticky write error
 	done           bool
 
 	// current batch
@@ -123,13 +122,12 @@ func CreateShard(dir string, shardNum int, opts WriterOptions) (*ShardWriter, er
 	}
 	name := ShardName(shardNum)
 	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644) // read back by Close to hash
 	if err != nil {
 		return nil, fmt.Errorf("create shard %s: %w", tmp, err)
 	}
 	w := &ShardWriter{
 		dir: dir, tmp: tmp, name: name, opts: opts, f: f,
-		crc:   sha256.New(),
 		soffs: make([][]int32, len(opts.Columns)),
 		sdata: make([][]byte, len(opts.Columns)),
 	}
@@ -262,9 +260,17 @@ func (w *ShardWriter) Close() (ShardInfo, error) {
 			w.err = fmt.Errorf("write shard %s: %w", w.tmp, err)
 		}
 	}
+	var sum [sha256.Size]byte
 	if w.err == nil {
+		// The SHA-256 is taken by reading the file back while fsync runs, not on the appending goroutine: both
+		// are off the caller's hot path, which only formats and copies into the buffer.
+		hashed := make(chan error, 1)
+		go func() { hashed <- w.hashFile(&sum) }()
 		if err := w.f.Sync(); err != nil {
 			w.err = fmt.Errorf("sync shard %s: %w", w.tmp, err)
+		}
+		if err := <-hashed; err != nil && w.err == nil {
+			w.err = err
 		}
 	}
 	if w.err != nil {
@@ -286,7 +292,7 @@ func (w *ShardWriter) Close() (ShardInfo, error) {
 	info := w.info
 	info.Name = w.name
 	info.Bytes = w.n
-	w.crc.Sum(info.Hash[:0])
+	info.Hash = Digest(sum)
 	return info, nil
 }
 
@@ -346,12 +352,26 @@ func (w *ShardWriter) resetBatch() {
 	w.rows = 0
 }
 
+// hashFile reads the whole temporary file back and stores its SHA-256 in sum.
+func (w *ShardWriter) hashFile(sum *[sha256.Size]byte) error {
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	n, err := io.CopyBuffer(h, io.NewSectionReader(w.f, 0, w.n), buf)
+	if err == nil && n != w.n {
+		err = fmt.Errorf("read %d of %d bytes", n, w.n)
+	}
+	if err != nil {
+		return fmt.Errorf("hash shard %s: %w", w.tmp, err)
+	}
+	h.Sum(sum[:0])
+	return nil
+}
+
 func (w *ShardWriter) write(b []byte) {
 	if w.err != nil {
 		return
 	}
 	n, err := w.bw.Write(b)
-	w.crc.Write(b[:n])
 	w.n += int64(n)
 	if err != nil {
 		w.err = fmt.Errorf("write shard %s: %w", w.tmp, err)

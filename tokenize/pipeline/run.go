@@ -185,7 +185,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	defer reader.Close()
 
-	w := &writer{opts: &opts, st: st, log: log, plan: plan}
+	w := &writer{opts: &opts, st: st, log: log, plan: plan, closer: newShardCloser(st, opts.ShardDone), shards: len(st.j.Shards)}
 	rl := &readLedger{files: len(plan.Files)}
 	prog := newProgress(opts.Progress, opts.Interval, plan.TotalBytes, reader.BytesRead)
 	defer prog.stop()
@@ -457,6 +457,10 @@ type writer struct {
 	// run at the start of a piece after a large file's first (corpus/pieces.go).
 	curFile int
 	ledger  writeLedger
+	// closer fsyncs, renames and journals full shards while the writer fills the next (closer.go); shards counts
+	// the shards cut so far, closed or in flight.
+	closer *shardCloser
+	shards int
 }
 
 const showSkips = 5
@@ -515,7 +519,7 @@ func (w *writer) writeChunk(c *chunk) error {
 		}
 		for k, row := range it.rows {
 			if w.cur == nil {
-				sw, err := dataset.CreateShard(o.Out, len(w.st.j.Shards), w.st.wopts)
+				sw, err := dataset.CreateShard(o.Out, w.shards, w.st.wopts)
 				if err != nil {
 					return err
 				}
@@ -546,28 +550,16 @@ func (w *writer) writeChunk(c *chunk) error {
 	return nil
 }
 
+// closeShard hands the full current shard to the closer; an earlier close's error surfaces here.
 func (w *writer) closeShard() error {
-	info, err := w.cur.Close()
+	sw := w.cur
 	w.cur = nil
-	if err != nil {
-		return err
-	}
-	w.st.j.Shards = append(w.st.j.Shards, info)
-	if err := w.st.save(); err != nil {
-		return err
-	}
-	if w.opts.ShardDone != nil {
-		if err := w.opts.ShardDone(info); err != nil {
-			return err
-		}
-	}
-	if testHookShardClosed != nil {
-		testHookShardClosed()
-	}
-	return nil
+	w.shards++
+	return w.closer.start(sw, w.st.j)
 }
 
-// Test hooks, set only by tests: testHookShardClosed runs after each shard is closed and journaled;
+// Test hooks, set only by tests: testHookShardClosed runs after each shard is closed and journaled (on the
+// closer's goroutine);
 // testHookChunkQueued runs on the reader goroutine right after it handed a chunk to the workers;
 // testHookLedger may alter the reader's ledger before the end-to-end check (to prove the check refuses).
 var (
@@ -575,9 +567,10 @@ var (
 	testHookLedger                           func(*readLedger)
 )
 
-// closeLast closes the last shard (or writes the empty one of an empty corpus).
+// closeLast closes the last shard (or writes the empty one of an empty corpus), waits for every close and
+// takes the closed shards into the journal.
 func (w *writer) closeLast() error {
-	if w.cur != nil || len(w.st.j.Shards) == 0 {
+	if w.cur != nil || w.shards == 0 {
 		if w.cur == nil { // an empty corpus still gives a (zero-row) dataset
 			sw, err := dataset.CreateShard(w.opts.Out, 0, w.st.wopts)
 			if err != nil {
@@ -589,7 +582,9 @@ func (w *writer) closeLast() error {
 			return err
 		}
 	}
-	return nil
+	err := w.closer.flush()
+	w.st.j.Shards = w.closer.shards
+	return err
 }
 
 // markFinished journals that every record was written; only finalize remains.
@@ -598,7 +593,13 @@ func (w *writer) markFinished() error {
 	return w.st.save()
 }
 
+// abort lets a close in flight finish (a full shard stays journaled, so a resume keeps it) and removes the
+// unfinished current shard.
 func (w *writer) abort() {
+	if err := w.closer.flush(); err != nil {
+		w.log.Warn("finish closing a shard", "err", err)
+	}
+	w.st.j.Shards = w.closer.shards
 	if w.cur != nil {
 		if err := w.cur.Abort(); err != nil {
 			w.log.Error("remove unfinished shard", "err", err)
