@@ -107,8 +107,12 @@ type chunk struct {
 // document grew from nil was a fifth of all allocation).
 type chunkPool chan *chunk
 
-// maxKeptIDs bounds the arena kept with a recycled chunk (16 MiB; a 1 MiB chunk of text needs about 1.5 MiB).
-const maxKeptIDs = 1 << 22
+// maxKeptIDs bounds the arena kept with a recycled chunk: 3 MiB of ids, above the 2 MiB a full chunk starts with
+// (tokenizeChunk reserves half an id per byte; text needs a third or so). An arena that a long document doubled past
+// it is dropped: every one of the 4 x workers chunks would otherwise keep the largest arena it ever grew, and with
+// the old bound of 16 MiB the live heap of a 16-worker run crept to 850-950 MB, so that the default --memory-limit
+// of 768 MiB had the GC running back to back (issue 18: 234-1378 collections on 10 GB, 10 with 4 GiB).
+const maxKeptIDs = chunkBytes/2 + chunkBytes/4
 
 func (p chunkPool) get(seq int64) *chunk {
 	select {
