@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-KEEP = ("documents", "tokens", "shards", "wall", "stages", "bottleneck")
+KEEP = ("documents", "tokens", "shards", "wall", "stages", "bottleneck", "gc")
 
 
 def main() -> None:

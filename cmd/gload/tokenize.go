@@ -223,6 +223,7 @@ func (o *tokenizeOptions) run(cmd *cobra.Command, inputs []string) error {
 	}
 	times.process = time.Since(processStart)
 	printSummary(cmd.OutOrStdout(), sum, times)
+	readGC().print(cmd.OutOrStdout(), o.memoryLimit)
 	return nil
 }
 
