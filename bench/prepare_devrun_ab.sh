@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares build/devrunS for bench/device_tokenize_ab.sh: the candidate (this working tree) as gload.gz, the base
-# (BASE=commit, default origin's main or HEAD~1) as gload-base.gz, the llama3 fixture tokenizer and the Go-source corpus
+# (BASE=commit, default HEAD~1) as gload-base.gz, the llama3, llama2 and bert fixture tokenizers and the Go-source corpus
 # (../shared/bench/make_corpus.py). About 30 MB; carry build/devrunS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,8 @@ git worktree add -q --detach "$wt" "$base"
 git worktree remove --force "$wt"
 gzip -c build/gload-ab-base > "$d/gload-base.gz"
 rm -f "$d/gload" "$d/gload-base"
-cp ../shared/fixtures/tokenizers/llama3/tokenizer.json.gz "$d/llama3.json.gz"
+for t in llama3 llama2; do cp ../shared/fixtures/tokenizers/$t/tokenizer.json.gz "$d/$t.json.gz"; done
+cp ../shared/fixtures/tokenizers/bert-base-uncased/tokenizer.json.gz "$d/bert.json.gz"
 if [[ ! -f $d/corpus.jsonl.gz ]]; then
 	[[ -f build/corpus.jsonl ]] || python3 ../shared/bench/make_corpus.py build/corpus.jsonl
 	gzip -c build/corpus.jsonl > "$d/corpus.jsonl.gz"
