@@ -42,13 +42,7 @@ type state struct {
 func (s *state) journalPath() string { return filepath.Join(s.dir, journalName) }
 
 // save writes the journal atomically.
-func (s *state) save() error {
-	data, err := json.Marshal(&s.j)
-	if err != nil {
-		return fmt.Errorf("tokenize: journal: %w", err)
-	}
-	return writeFileAtomic(s.journalPath(), data)
-}
+func (s *state) save() error { return saveJournal(s.journalPath(), &s.j) }
 
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
