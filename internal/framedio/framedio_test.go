@@ -183,14 +183,7 @@ func TestMixedLayouts(t *testing.T) {
 		}
 		w := newWalker(bytes.NewReader(comp), int64(len(comp)), Zstd, 1<<20, maxFrame)
 		var kinds []string
-		for {
-			sp, err := w.next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, sp := range allSpans(t, w) {
 			if k := map[bool]string{true: "serial", false: "parallel"}[sp.serial]; len(kinds) == 0 || kinds[len(kinds)-1] != k {
 				kinds = append(kinds, k)
 			}
@@ -302,6 +295,16 @@ func flip(b []byte, at int64) []byte {
 func frameOffsets(t *testing.T, comp []byte, codec Codec) []frame {
 	w := newWalker(bytes.NewReader(comp), int64(len(comp)), codec, 1, MaxFrameBytes)
 	var out []frame
+	for _, sp := range allSpans(t, w) {
+		out = append(out, sp.frames...)
+	}
+	return out
+}
+
+// allSpans walks w to the end and returns its spans in order.
+func allSpans(t *testing.T, w *walker) []span {
+	t.Helper()
+	var out []span
 	for {
 		sp, err := w.next()
 		if errors.Is(err, io.EOF) {
@@ -310,7 +313,7 @@ func frameOffsets(t *testing.T, comp []byte, codec Codec) []frame {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, sp.frames...)
+		out = append(out, sp)
 	}
 }
 
@@ -412,14 +415,7 @@ func TestWalkerParsesEachFrameOnce(t *testing.T) {
 	comp := mixedZstd(t, a, b, a)
 	w := newWalker(bytes.NewReader(comp), int64(len(comp)), Zstd, 1<<20, 64<<10)
 	frames := 1 // mixedZstd's skippable frame
-	for {
-		sp, err := w.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, sp := range allSpans(t, w) {
 		if sp.serial {
 			frames++
 		}
