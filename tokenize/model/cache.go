@@ -76,8 +76,10 @@ func newWordCache() *wordCache {
 
 func (c *wordCache) get(word string) ([]int32, bool) {
 	var e *hotEntry
-	if n := len(word); n <= hotMaxWordLen && n > 0 {
-		lo, hi := packWord(word)
+	var lo, hi uint64
+	n := len(word)
+	if n <= hotMaxWordLen && n > 0 {
+		lo, hi = packWord(word)
 		e = &c.hot[hotIndex(lo, hi, n)&(1<<hotBits-1)]
 		if e.lo == lo && e.hi == hi && int(e.n) == n {
 			return e.ids[:e.cnt:e.cnt], true
@@ -93,7 +95,7 @@ func (c *wordCache) get(word string) ([]int32, bool) {
 		}
 	}
 	if e != nil {
-		setHot(e, word, ids)
+		setHot(e, lo, hi, n, ids)
 	}
 	return ids, true
 }
@@ -105,7 +107,7 @@ func (c *wordCache) put(word string, ids []int32) {
 	}
 	if n <= hotMaxWordLen {
 		lo, hi := packWord(word)
-		setHot(&c.hot[hotIndex(lo, hi, n)&(1<<hotBits-1)], word, ids)
+		setHot(&c.hot[hotIndex(lo, hi, n)&(1<<hotBits-1)], lo, hi, n, ids)
 	}
 	if len(c.cur.m) >= cacheGenEntries || len(c.cur.ids)+len(ids) > 1<<31 {
 		c.old.reset()
@@ -114,14 +116,15 @@ func (c *wordCache) put(word string, ids []int32) {
 	c.cur.put(word, ids)
 }
 
-// setHot stores word's ids in e if they fit, else empties e.
-func setHot(e *hotEntry, word string, ids []int32) {
-	if len(ids) > hotMaxIDs || len(word) > hotMaxWordLen {
+// setHot stores the ids of the word that packs to (lo, hi) with n bytes (n <= hotMaxWordLen) in e if they fit, else
+// empties e.
+func setHot(e *hotEntry, lo, hi uint64, n int, ids []int32) {
+	if len(ids) > hotMaxIDs {
 		e.n = 0
 		return
 	}
-	e.lo, e.hi = packWord(word)
-	e.n, e.cnt = uint8(len(word)), uint8(len(ids))
+	e.lo, e.hi = lo, hi
+	e.n, e.cnt = uint8(n), uint8(len(ids))
 	copy(e.ids[:], ids)
 }
 
