@@ -4,8 +4,10 @@
 For each transport (shm, grpc) and output (numpy; torch CPU; torch on CUDA when available; over shm also numpy with
 ``zero_copy=True``: "numpy-zc" with the default keys, input_ids as a view of the slot and attention_mask made per
 batch, and "numpy-zc-ids", input_ids and lengths only, both views — the hand-off's floor):
-  - next() latency with a batch ready: a simulated step (``--step-us`` of sleep) runs between calls so the client's
-    reader thread has the next batch converted and queued; p50/p99/max of next() over ``--ready`` calls;
+  - next() latency with a batch ready: a simulated step of ``--step-us`` runs between calls so that the next batch is
+    in its slot (or converted and queued); p50/p99/max of next() over ``--ready`` calls, twice: the step as a sleep
+    (the core idles: caches and clocks go cold, the worst case) and as a busy wait ("ready_busy_*": a loop whose CPU
+    stays busy between calls, as one launching CUDA kernels or spinning in a CUDA sync does);
   - throughput: next() in a tight loop for ``--batches`` batches of ``--rows``×``--length`` tokens: batches/s and
     MB/s of input_ids.
 
@@ -19,7 +21,6 @@ usage: next_latency.py [--addr unix:///run/gload.sock --dataset wiki] [--rows 16
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import platform
@@ -48,9 +49,9 @@ def make_dataset(gload_bin: str, out: Path, rows: int, length: int) -> Path:
     """rows documents of at least length tokens (truncated to length by the tokenizer run)."""
     rng = random.Random(0)
     words = ["alpha", "beta", "gamma", "delta", "tokens", "batch", "epoch", "gload", "ring", "slot", "the", "of"]
-    corpus = out / "corpus.jsonl.gz"
+    corpus = out / "corpus.jsonl"  # (not gzipped: Python's gzip took a minute for 32768 rows)
     docs = [json.dumps({"text": " ".join(rng.choice(words) for _ in range(length + 64))}) + "\n" for _ in range(64)]
-    with gzip.open(corpus, "wt") as f:
+    with open(corpus, "w") as f:
         for i in range(rows):
             f.write(docs[i % len(docs)])
     ds = out / "ds"
@@ -116,13 +117,28 @@ def run(args, addr: str, dataset: str, transport: str, output: str) -> dict:
         shape = tuple(b["input_ids"].shape)
     sync()
     # Ready-batch latency: a step long enough for the reader thread to have the next batch queued.
-    lat = []
     step = args.step_us / 1e6
-    for _ in range(args.ready):
-        time.sleep(step)
-        t0 = time.perf_counter()
-        src.next()
-        lat.append(time.perf_counter() - t0)
+
+    def spin(s: float) -> None:
+        end = time.perf_counter() + s
+        while time.perf_counter() < end:
+            pass
+
+    epoch_starts = []
+
+    def ready(pause) -> list:
+        lat = []
+        for _ in range(args.ready):
+            pause(step)
+            epoch = src.epoch
+            t0 = time.perf_counter()
+            src.next()
+            (lat if src.epoch == epoch else epoch_starts).append(time.perf_counter() - t0)
+        return lat
+
+    # (A call that ends an epoch opens the next epoch's stream: not a ready batch, reported apart.)
+    lat = ready(time.sleep)
+    busy = ready(spin)
     # Throughput.
     t0 = time.perf_counter()
     for _ in range(args.batches):
@@ -135,6 +151,8 @@ def run(args, addr: str, dataset: str, transport: str, output: str) -> dict:
         "transport": transport, "output": output, "shape": shape, "prefetch": args.prefetch,
         "ready_next_p50_us": round(1e6 * pct(lat, 0.5), 1), "ready_next_p99_us": round(1e6 * pct(lat, 0.99), 1),
         "ready_next_max_us": round(1e6 * max(lat), 1), "ready_calls": len(lat),
+        "ready_busy_p50_us": round(1e6 * pct(busy, 0.5), 1), "ready_busy_p99_us": round(1e6 * pct(busy, 0.99), 1),
+        "epoch_start_next_us": [round(1e6 * x, 1) for x in epoch_starts],
         "batches_per_s": round(args.batches / el, 1), "input_ids_MB_per_s": round(mb / el, 1),
         "batches": args.batches, "epochs_crossed": src.epoch,
     }
@@ -186,9 +204,11 @@ def main() -> None:
     p.add_argument("--gload-bin", default=os.environ.get("GLOAD_BIN", str(REPO / "bin" / "gload")))
     p.add_argument("--rows", type=int, default=16)
     p.add_argument("--length", type=int, default=1024)
-    p.add_argument("--dataset-rows", type=int, default=4096)
+    # 32768 rows: an epoch of 2048 batches of 16, so that the ready calls do not run into epoch starts (each opens a
+    # new stream and maps a new ring: the first batch of each slot then builds its views).
+    p.add_argument("--dataset-rows", type=int, default=32768)
     p.add_argument("--batches", type=int, default=20000)
-    p.add_argument("--ready", type=int, default=2000)
+    p.add_argument("--ready", type=int, default=1000, help="ready calls per step model (sleep, busy)")
     p.add_argument("--step-us", type=float, default=1000.0, help="simulated step between ready calls (µs)")
     p.add_argument("--prefetch", type=int, default=8)
     p.add_argument("--transports", default="shm,grpc")

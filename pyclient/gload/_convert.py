@@ -22,6 +22,9 @@ log = logging.getLogger("gload")
 
 IGNORE_INDEX = _keys.DEFAULT_IGNORE_INDEX  # labels of padding (and of packed documents' first tokens)
 
+# zero_copy view plans kept per stream (slots × shapes; bucketed batches have tens of shapes).
+_MAX_VIEW_PLANS = 4096
+
 # The buffers of a batch: (wire field, element dtype).
 _FIELDS = (("input_ids", "<i4"), ("lengths", "<i4"), ("index", "<i8"), ("position_ids", "<i4"), ("cu_seqlens", "<i4"),
            ("labels", "<i4"))
@@ -97,6 +100,9 @@ class Converter:
         self._dtypes = dict(dtypes)
         self._np_aranges: Dict[int, np.ndarray] = {}
         self._slot_views: Dict[int, Dict[str, np.ndarray]] = {}  # typed views of each ring slot, made once
+        # zero_copy batches made of views only (no key computed per batch): the views per (slot, shape), made
+        # once; a batch gets fresh view objects of them (see _planned).
+        self._view_plans: Dict[Any, Dict[str, np.ndarray]] = {}
         if tensors == "pt":
             import torch
 
@@ -163,6 +169,10 @@ class Converter:
             raise ProtocolError(f"batch {b.seq}: empty shape {b.rows}×{b.length}")
         if self.cuda:
             return self._convert_cuda(b)
+        if self.zero_copy:
+            planned = self.planned(b.shape_key)
+            if planned is not None:
+                return planned
         src = self._np_sources(b)
         rows, length = b.rows, b.length
         dt = self._dtypes
@@ -174,13 +184,19 @@ class Converter:
         lengths = take(src["lengths"], np.dtype(np.int32))
         out: Dict[str, Any] = {"input_ids": ids}
         mask = None
+        # Rows that all fill the batch's length (packed batches, fixed-length data) need no comparison: the mask is
+        # all ones (half the cost of comparing and converting).
+        full = False
         if "attention_mask" in want or (self.labels and not self.stored_labels):
-            ar = self._np_aranges.get(length)
-            if ar is None:
-                ar = self._np_aranges[length] = np.arange(length, dtype=np.int32)[None, :]
-            mask = ar < lengths[:, None]
+            full = int(lengths.min()) >= length
+            if not full:
+                ar = self._np_aranges.get(length)
+                if ar is None:
+                    ar = self._np_aranges[length] = np.arange(length, dtype=np.int32)[None, :]
+                mask = ar < lengths[:, None]
         if "attention_mask" in want:
-            out["attention_mask"] = mask.astype(dt["attention_mask"])
+            out["attention_mask"] = (np.ones((rows, length), dt["attention_mask"]) if full
+                                     else mask.astype(dt["attention_mask"]))
         packed = b.cu_len > 0
         pos = None
         if packed:
@@ -197,7 +213,8 @@ class Converter:
                 labels = _keys.shift_labels_np(labels, self.ignore_index)
             out["labels"] = labels
         elif self.labels:
-            labels = np.where(mask, ids32, self.ignore_index).astype(dt["labels"])
+            labels = (ids32.astype(dt["labels"]) if full
+                      else np.where(mask, ids32, self.ignore_index).astype(dt["labels"]))
             if pos is not None:
                 labels[pos == self.position_start] = self.ignore_index
             if self.shift_labels:
@@ -222,7 +239,27 @@ class Converter:
             self._source_counts[id(out)] = counts
         if self.stored_labels:
             self._label_counts[id(out)] = (int(b.trained_tokens), int(lengths.sum()))
+        elif self.zero_copy and counts is None:
+            self._plan(b.shape_key, out)
         return out
+
+    def planned(self, key: Any) -> Optional[Dict[str, Any]]:
+        """zero_copy: the batch at key (slot, rows | length << 32, pieces | cu_len << 32) from its slot's kept
+        views, as fresh view objects (a caller may reshape its own); None when there is no plan for it."""
+        plan = self._view_plans.get(key)
+        if plan is None:
+            return None
+        return {k: v.view() for k, v in plan.items()}
+
+    def _plan(self, key: Any, out: Dict[str, Any]) -> None:
+        """zero_copy: keeps a batch's views for the next batch of the same slot and shape when every key is a
+        (read-only) view of the slot — nothing is computed from the batch's content, so the same views serve every
+        batch there. Bounded: forgotten all at once past _MAX_VIEW_PLANS."""
+        if not all(isinstance(v, np.ndarray) and not v.flags.writeable for v in out.values()):
+            return
+        if len(self._view_plans) >= _MAX_VIEW_PLANS:
+            self._view_plans.clear()
+        self._view_plans[key] = {k: v.view() for k, v in out.items()}
 
     def _split_sources(self, out: Dict[str, Any], lengths: np.ndarray, packed: bool) -> Any:
         """Mixtures: turns out["index"] (numpy, the mixture's row space) into the row within its source and adds
@@ -426,6 +463,7 @@ class Converter:
 
     def close(self) -> None:
         self._slot_views.clear()
+        self._view_plans.clear()
         self._staging = None
         self._staging_np = None
         if self.cuda:

@@ -84,6 +84,19 @@ class Ring:
         assert self._bytes is not None
         return int(self._bytes.ctypes.data)
 
+    def slots_mapping(self) -> mmap.mmap:
+        """The whole mapping (slots, then the control region), for struct reads of the slots' headers."""
+        if self._mm is None:
+            raise ProtocolError(f"ring {self.path} is closed")
+        return self._mm
+
+    def control_mapping(self) -> mmap.mmap:
+        """The writable first page of the control region (the released word at 0, the waiting flags at
+        SERVER_WAITING and CLIENT_WAITING)."""
+        if self._ctl_mm is None:
+            raise ProtocolError(f"ring {self.path} has no control region")
+        return self._ctl_mm
+
     def view(self, slot: int, offset: int, dtype: Any, count: int) -> np.ndarray:
         """A numpy view of ``count`` elements of ``dtype`` at byte ``offset`` of ``slot``: valid until the slot is
         acknowledged and never after :meth:`close`."""

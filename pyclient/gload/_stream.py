@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import queue
+import struct
+import sys
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, Optional, Union
@@ -13,7 +15,7 @@ import grpc
 from . import _futex
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
-from ._ring import HEADER_BYTES, Ring
+from ._ring import HEADER_BYTES, HEADER_START, SERVER_WAITING, Ring
 from .errors import ProtocolError, ServerUnavailable, translate
 
 # Items the reader thread queues besides converted batches.
@@ -31,32 +33,48 @@ class _Failure:
 class Ready:
     """A converted batch waiting to be handed out, with what its ack needs."""
 
-    __slots__ = ("data", "seq", "slot", "rank_step", "global_index", "shape")
+    __slots__ = ("data", "seq", "slot", "rank_step", "global_index")
 
-    def __init__(self, data: Dict[str, Any], b: Any) -> None:
+    def __init__(self, data: Dict[str, Any], seq: int, slot: int, rank_step: int, global_index: int) -> None:
         self.data = data
-        self.seq = b.seq
-        self.slot = b.slot
-        self.rank_step = b.rank_step
-        self.global_index = b.global_index
-        self.shape = (b.rows, b.length)
+        self.seq = seq
+        self.slot = slot
+        self.rank_step = rank_step
+        self.global_index = global_index
+
+    @classmethod
+    def of(cls, data: Dict[str, Any], b: Any) -> "Ready":
+        """The Ready of batch b (a pb.Batch or a SlotHeader)."""
+        return cls(data, b.seq, b.slot, b.rank_step, b.global_index)
 
 
 class SlotHeader:
     """A batch announced in the ring's control region (the doorbell hand-off): the fields of a ``pb.Batch`` that
-    the converter reads, with the buffers in the slot."""
+    the converter reads, with the buffers in the slot. ``words`` are the header's first six words (sequence,
+    global index, rank step, rows | length << 32, pieces | cu_len << 32, trained tokens); ``shape_key`` the two
+    that fix the batch's buffers in the slot."""
 
-    __slots__ = ("seq", "slot", "global_index", "rank_step", "rows", "length", "pieces", "cu_len", "trained_tokens")
+    __slots__ = ("seq", "slot", "global_index", "rank_step", "rows", "length", "pieces", "cu_len", "trained_tokens",
+                 "shape_key")
 
-    def __init__(self, seq: int, slot: int, words: Any) -> None:
+    def __init__(self, seq: int, slot: int, words: "tuple[int, ...]") -> None:
         self.seq = seq
         self.slot = slot
-        self.global_index = int(words[1])
-        self.rank_step = int(words[2])
-        w3, w4 = int(words[3]), int(words[4])
+        _, self.global_index, self.rank_step, w3, w4, self.trained_tokens = words
         self.rows, self.length = w3 & 0xFFFFFFFF, w3 >> 32
         self.pieces, self.cu_len = w4 & 0xFFFFFFFF, w4 >> 32
-        self.trained_tokens = int(words[5])
+        self.shape_key = (slot, w3, w4)
+
+
+# A slot's header as the client reads it (loader/shm/doorbell.go: little-endian uint64 words, written one atomic
+# store each). Native formats ("@"): struct reads each field with one aligned load (the standard "<" formats
+# assemble it byte by byte, which a concurrent store can tear). Only reads: struct's pack_into zeroes its target
+# before it stores the fields, so a peer can see a written word pass through 0 — the released word is stored by
+# numpy (one 8-byte store).
+_NATIVE = "@" if sys.byteorder == "little" else "<"
+_HEADER = struct.Struct(_NATIVE + "6Q")
+_WORD = struct.Struct(_NATIVE + "Q")
+_WAKE_AT = struct.Struct(_NATIVE + "I")
 
 
 # Doorbell waits: check the slot's word, spin a little (yielding the GIL), then sleep on the word in a futex that the
@@ -65,8 +83,10 @@ class SlotHeader:
 _SPIN_S = 50e-6
 _SLEEP_MIN_S = 20e-6
 _SLEEP_MAX_S = 1e-3
-# Coalesced step reports (doorbell streams): one message per this many steps, or per _REPORT_EVERY_S.
-_REPORT_STEPS = 32
+# Coalesced step reports (doorbell streams): one message per _REPORT_EVERY_S, or per this many steps. Each message
+# wakes gRPC's sending thread (a futex wake inside next(), then that thread wants the GIL): at a 1 ms step a report
+# every 32 steps had put that cost into 3% of the calls, above a p99.
+_REPORT_STEPS = 1024
 _REPORT_EVERY_S = 0.25
 
 
@@ -97,6 +117,8 @@ class Stream:
         self._opened_event = threading.Event()
         self._closed = False
         self.doorbell = False  # batches announced in the ring (set from Opened.control_offset)
+        self.on_caller_thread = False  # doorbell without a ring reader: take() serves next() directly
+        self._released: Any = None  # doorbell: the ring's released word (numpy, one 8-byte store per release)
         self._next_seq = 0
         # CUDA doorbell streams: a thread takes batches from the ring, copies them to the device (a host wait for
         # the copy there, not in the training loop), returns the slot and queues the batch.
@@ -146,7 +168,7 @@ class Stream:
                     if self.converter is None:
                         raise ProtocolError("batch before opened")
                     data = self.converter.convert(msg.batch)
-                    self._in.put(Ready(data, msg.batch))
+                    self._in.put(Ready.of(data, msg.batch))
                 elif kind == "opened":
                     if self.opened is not None:
                         raise ProtocolError("opened sent twice")
@@ -187,10 +209,23 @@ class Stream:
             assert self.ring is not None and self.ring.headers is not None and self.ring.released is not None
             self._headers_addr = int(self.ring.headers.ctypes.data)
             self._released_addr = int(self.ring.released.ctypes.data)
+            # The hot path reads headers and stores the released word with struct on the mappings themselves
+            # (one call per header, no numpy scalars).
+            self._slots_mm = self.ring.slots_mapping()
+            self._ctl = self.ring.control_mapping()
+            self._released = self.ring.released
+            self._header_at = o.control_offset + HEADER_START
+            self._nslots = o.slots
+            self._batches = o.batches
+            # Wake a sleeping server only when fewer than this many batches are announced ahead of the client:
+            # otherwise its own timed poll (at most every 0.5 ms) sees the released slots in time, and next()
+            # does not pay for a futex wake (microseconds; more in a VM) every half ring.
+            self._low_water = max(1, o.slots // 2)
             if self.converter.cuda:
                 self._ring_reader = threading.Thread(target=self._read_ring, name="gload-ring-reader", daemon=True)
             else:
                 self.converter.zero_copy = self.converter.zero_copy_wanted
+                self.on_caller_thread = True
         if len(o.source_offsets) > 0:
             import numpy as np
 
@@ -224,33 +259,52 @@ class Stream:
 
     def _get_from_ring(self, timeout: Optional[float]) -> Optional[Ready]:
         """Doorbell streams: the next batch straight from the ring, on the calling thread (no message, no thread
-        hand-off): wait for its slot's sequence word, convert (copy out of the slot), return."""
-        o, ring = self.opened, self.ring
-        assert o is not None and ring is not None and ring.headers is not None
-        if self._held is not None:  # zero_copy: the last batch's views end here
-            self._release(self._held)
-            self._held = None
+        hand-off): wait for its slot's sequence word, convert (copy out of the slot, or views with zero_copy),
+        return."""
+        r = self.take()
+        if r is not None:
+            return r
         seq = self._next_seq
-        if seq >= o.batches:
+        if seq >= self._batches:
             return self._get_failure_or_end(timeout)  # the end message follows the last batch's word at once
-        slot = seq % ring.slots
-        words = ring.headers[slot]
-        if int(words[0]) != seq + 1:
-            self._wait_slot(words, seq, timeout)
-        b = SlotHeader(seq, slot, words)
-        if int(words[0]) != seq + 1:
-            raise ProtocolError(f"ring {ring.path}: slot {slot} changed while batch {seq} was read")
-        assert self.converter is not None
-        data = self.converter.convert(b)
-        self._next_seq = seq + 1
-        return Ready(data, b)
+        self._wait_slot(seq, timeout)
+        r = self.take()
+        assert r is not None
+        return r
 
-    def _wait_slot(self, words: Any, seq: int, timeout: Optional[float]) -> None:
+    def take(self) -> Optional[Ready]:
+        """Doorbell streams without a ring reader: the next batch if its slot already holds it, else None (not
+        announced yet, or past the stream's last batch; the caller then waits with :meth:`get`). Releases the slot
+        of a zero_copy batch handed out before."""
+        held = self._held
+        if held is not None:  # zero_copy: the last batch's views end here
+            self._held = None
+            self._release(held)
+        seq = self._next_seq
+        if seq >= self._batches:
+            return None
+        slot = seq % self._nslots
+        at = self._header_at + slot * HEADER_BYTES
+        words = _HEADER.unpack_from(self._slots_mm, at)
+        if words[0] != seq + 1:
+            return None
+        conv = self.converter
+        assert conv is not None
+        data = conv.planned((slot, words[3], words[4])) if conv.zero_copy else None
+        if data is None:
+            data = conv.convert(SlotHeader(seq, slot, words))
+        if _WORD.unpack_from(self._slots_mm, at)[0] != seq + 1:
+            raise ProtocolError(f"ring {self.ring.path}: slot {slot} changed while batch {seq} was read")  # type: ignore[union-attr]
+        self._next_seq = seq + 1
+        return Ready(data, seq, slot, words[2], words[1])
+
+    def _wait_slot(self, seq: int, timeout: Optional[float]) -> None:
         start = time.monotonic()
         deadline = None if timeout is None else start + timeout
         pause = _SLEEP_MIN_S
         ring = self.ring
-        assert ring is not None and ring.client_waiting is not None
+        assert ring is not None and ring.client_waiting is not None and ring.headers is not None
+        words = ring.headers[seq % ring.slots]
         addr = self._headers_addr + (seq % ring.slots) * HEADER_BYTES
         while int(words[0]) != seq + 1:
             if not self._in.empty():
@@ -318,12 +372,12 @@ class Stream:
                 words = ring.headers[slot]
                 if int(words[0]) != seq + 1 and not self._wait_slot_quietly(words, seq):
                     return
-                b = SlotHeader(seq, slot, words)
+                b = SlotHeader(seq, slot, _HEADER.unpack_from(self._slots_mm, self._header_at + slot * HEADER_BYTES))
                 if int(words[0]) != seq + 1:
                     raise ProtocolError(f"ring {ring.path}: slot {slot} changed while batch {seq} was read")
                 data = conv.convert(b)
                 self._release(seq)
-                self._in.put(Ready(data, b))
+                self._in.put(Ready.of(data, b))
             self._in.put(_END)
         except Exception as e:  # noqa: BLE001 - every failure reaches the iterating thread
             if not self._closed:
@@ -361,13 +415,18 @@ class Stream:
         return True
 
     def _release(self, seq: int) -> None:
-        """Stores the released count (every batch up to seq) and wakes the server if it waits for it."""
-        ring = self.ring
-        assert ring is not None and ring.released is not None and ring.server_waiting is not None
-        ring.released[0] = seq + 1  # batches are released in stream order
-        wake_at = int(ring.server_waiting[0])  # the server sleeps until the released count reaches this
-        if wake_at and ((seq + 1 - wake_at) & 0xFFFFFFFF) < 0x80000000 and _futex.AVAILABLE:
-            _futex.wake(self._released_addr)
+        """Stores the released count (every batch up to seq) and wakes the server if it sleeps waiting for it and
+        the batches announced ahead of the client run low."""
+        n = seq + 1  # batches are released in stream order
+        self._released[0] = n
+        wake_at = _WAKE_AT.unpack_from(self._ctl, SERVER_WAITING)[0]  # the server sleeps until the count reaches this
+        if not wake_at or ((n - wake_at) & 0xFFFFFFFF) >= 0x80000000 or not _futex.AVAILABLE:
+            return
+        ahead = n + self._low_water
+        if ahead < self._batches and _WORD.unpack_from(
+                self._slots_mm, self._header_at + (ahead % self._nslots) * HEADER_BYTES)[0] == ahead + 1:
+            return  # enough is ready ahead: the server's timed poll will see the release
+        _futex.wake(self._released_addr)
 
     def report(self, seq: int, wait_s: float, step_s: float) -> None:
         """Tells the server how long the loop waited for batch seq and how long its last step took (seconds);
@@ -405,5 +464,6 @@ class Stream:
                 break
         if self.converter is not None:
             self.converter.close()
+        self._released = None  # (a numpy view of the control page: gone before the mapping closes)
         if self.ring is not None:
             self.ring.close()

@@ -567,6 +567,13 @@ class Loader(_Base):
         ``timeout``; None or ``math.inf``: no bound; NaN or a negative number: ValueError) and raising
         ``TimeoutError`` after that; ``StopIteration`` at the end of the epoch. Starts the epoch if no ``for`` loop
         did."""
+        stream = self._stream
+        if stream is not None and stream.on_caller_thread and timeout is _UNSET and self._pid == os.getpid():
+            # A doorbell stream whose next batch is already in its slot: taken and converted here, nothing waited.
+            t0, step = self._stats.begin()
+            r = stream.take()
+            if r is not None:
+                return self._hand_out(stream, r, t0, step)
         timeout = self.timeout if timeout is _UNSET else _seconds(timeout, "timeout")
         if self._forked() or self._stream is None:
             if self._exhausted:
@@ -597,23 +604,32 @@ class Loader(_Base):
             self._close_stream()
             self._exhausted = True
             raise StopIteration
+        return self._hand_out(stream, r, t0, step)
+
+    def _hand_out(self, stream: Stream, r: Any, t0: float, step: float) -> Dict[str, Any]:
+        """Acknowledges batch r, reports the step, keeps the position and the counts, and returns r's batch
+        (t0: when next() was entered; step: the loop's time since the previous batch)."""
         waited = time.perf_counter() - t0
         stream.ack(r)
         stream.report(r.seq, waited, step)
         self._handed = r.rank_step
-        assert stream.converter is not None
-        stream.converter.hand_out(r.data)
-        counts = stream.converter.pop_source_counts(r.data)
-        if counts is not None and stream.opened is not None:
-            rows, tokens = counts
-            for s, name in enumerate(stream.opened.sources):
-                self._source_rows[name] = self._source_rows.get(name, 0) + int(rows[s])
-                if tokens is not None:
-                    self._source_tokens[name] = self._source_tokens.get(name, 0) + int(tokens[s])
-        lc = stream.converter.pop_label_counts(r.data)
-        if lc is not None:
-            self._trained_tokens += lc[0]
-            self._real_tokens += lc[1]
+        conv = stream.converter
+        assert conv is not None
+        if conv.cuda:
+            conv.hand_out(r.data)
+        if conv.source_offsets is not None:
+            counts = conv.pop_source_counts(r.data)
+            if counts is not None and stream.opened is not None:
+                rows, tokens = counts
+                for s, name in enumerate(stream.opened.sources):
+                    self._source_rows[name] = self._source_rows.get(name, 0) + int(rows[s])
+                    if tokens is not None:
+                        self._source_tokens[name] = self._source_tokens.get(name, 0) + int(tokens[s])
+        if conv.stored_labels:
+            lc = conv.pop_label_counts(r.data)
+            if lc is not None:
+                self._trained_tokens += lc[0]
+                self._real_tokens += lc[1]
         self._stats.end(t0, waited, step)
         return r.data
 

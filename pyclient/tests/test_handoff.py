@@ -152,3 +152,65 @@ def test_zero_copy_refuses_what_it_cannot_do(server, kw, says):
     transport = kw.pop("transport", "shm")
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
         make(server, transport, **kw)
+
+
+@pytest.mark.parametrize("policy", ["bucketed", "packed"])
+def test_zero_copy_views_only_come_from_kept_views(server, policy):
+    """zero_copy with only keys the slot holds (input_ids, lengths, index): after a slot's first batch of a shape
+    its views are kept and each later batch there gets fresh view objects of them — the same content as copies,
+    and a caller that reshapes its batch's array does not change the next batch's."""
+    kw = {"policy": policy, "seq_len": 256} if policy == "packed" else {"policy": policy}
+    keys = ["input_ids", "lengths", "index"]
+    with make(server, "shm", prefetch=2, keys=keys, **kw) as l:
+        want = batches(l)
+    got = []
+    with make(server, "shm", prefetch=2, keys=keys, zero_copy=True, **kw) as z:
+        for b in z:
+            assert all(not v.flags.writeable for v in b.values())
+            got.append({k: np.array(v) for k, v in b.items()})
+            b["input_ids"].shape = (-1,)  # the caller's own view object: the kept one is untouched
+        assert z._stream is None or z._stream.converter._view_plans == {}  # (closed at the end)
+    assert len(got) == len(want) > 4
+    for a, b in zip(got, want):
+        for k in keys:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+            assert a[k].shape == b[k].shape, k
+
+
+def test_zero_copy_keeps_views_per_slot_and_shape(server):
+    """The kept views are per (slot, shape), made once: an epoch over prefetch 2 keeps no more of them than slots ×
+    shapes, and batches computed per batch (attention_mask) are never kept."""
+    with make(server, "shm", prefetch=2, keys=["input_ids", "lengths"], zero_copy=True) as z:
+        it = iter(z)
+        shapes = set()
+        for _ in range(12):
+            shapes.add(next(it)["input_ids"].shape)
+        plans = z._stream.converter._view_plans
+        assert 0 < len(plans) <= z._stream.opened.slots * len(shapes)
+    with make(server, "shm", prefetch=2, zero_copy=True) as z:  # default keys: attention_mask is made per batch
+        it = iter(z)
+        for _ in range(6):
+            next(it)
+        assert z._stream.converter._view_plans == {}
+
+
+@pytest.mark.parametrize("transport", ["shm", "grpc"])
+@pytest.mark.parametrize("policy", ["bucketed", "packed", "truncated"])
+def test_attention_mask_and_labels_follow_lengths(server, transport, policy):
+    """attention_mask is 1 exactly on each row's first length tokens and labels are input_ids there and -100
+    elsewhere — for padded rows and for rows that all fill the batch (packed and fixed-length batches take a
+    shortcut for those)."""
+    kw = {"bucketed": {"policy": "bucketed"}, "packed": {"policy": "packed", "seq_len": 256},
+          "truncated": {"policy": "bucketed", "max_length": 8, "pad_multiple": 8}}[policy]
+    full = 0
+    with make(server, transport, labels=True, **kw) as l:
+        for b in l:
+            ids, mask, lengths = b["input_ids"], b["attention_mask"], b["lengths"]
+            want = (np.arange(ids.shape[1])[None, :] < lengths[:, None]).astype(mask.dtype)
+            np.testing.assert_array_equal(mask, want)
+            assert mask.flags.writeable and mask.dtype == np.int64
+            if policy != "packed":
+                np.testing.assert_array_equal(b["labels"], np.where(want == 1, ids, -100))
+            full += int(lengths.min() == ids.shape[1])
+    if policy != "bucketed":
+        assert full > 0, "no batch of full rows: the shortcut was not exercised"
