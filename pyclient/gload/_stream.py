@@ -209,8 +209,8 @@ class Stream:
             assert self.ring is not None and self.ring.headers is not None and self.ring.released is not None
             self._headers_addr = int(self.ring.headers.ctypes.data)
             self._released_addr = int(self.ring.released.ctypes.data)
-            # The hot path reads headers and stores the released word with struct on the mappings themselves
-            # (one call per header, no numpy scalars).
+            # The hot path reads headers with struct on the mapping itself (one call per header, no numpy scalars)
+            # and stores the released word through numpy.
             self._slots_mm = self.ring.slots_mapping()
             self._ctl = self.ring.control_mapping()
             self._released = self.ring.released

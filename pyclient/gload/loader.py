@@ -571,7 +571,12 @@ class Loader(_Base):
         if stream is not None and stream.on_caller_thread and timeout is _UNSET and self._pid == os.getpid():
             # A doorbell stream whose next batch is already in its slot: taken and converted here, nothing waited.
             t0, step = self._stats.begin()
-            r = stream.take()
+            try:
+                r = stream.take()
+            except GloadError:  # (a slot rewritten under the client: as a failed stream below)
+                self._close_stream()
+                self._exhausted = True
+                raise
             if r is not None:
                 return self._hand_out(stream, r, t0, step)
         timeout = self.timeout if timeout is _UNSET else _seconds(timeout, "timeout")
