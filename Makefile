@@ -57,6 +57,7 @@ test-race:
 	@echo "test-race: start $$(date -u +%T)"
 	$(GO) test -race -count=1 ./tokenize/pipeline/...
 	$(GO) test -race -count=1 ./internal/framedio/ ./tokenize/corpus/
+	$(GO) test -race -count=1 -run 'Shared|WordCache' ./tokenize/model/
 	$(GO) test -race -count=1 ./loader/shardcache/ ./loader/objstore/...
 	$(GO) test -race -count=1 -run 'ObjectStorage|SlowStorage|Lazy' ./loader/dataset/
 	@echo "test-race: the service (streams, limits, watch, auth) and its Go client $$(date -u +%T)"

@@ -15,6 +15,8 @@ const runeTableSize = 0x10000
 
 // bpeModel is an immutable BPE vocabulary with its merge table.
 type bpeModel struct {
+	words sharedWords // the word cache every encoder of the model reads and fills
+
 	vocab   map[string]int32 // tokenizer.json's own strings
 	reverse reverseVocab
 	merges  mergeTable
@@ -361,7 +363,7 @@ func (m *bpeModel) unkReachable() bool {
 }
 
 func (m *bpeModel) NewEncoder() Encoder {
-	return &bpeEncoder{m: m, cache: newWordCache()}
+	return &bpeEncoder{m: m, cache: newWordCache(&m.words)}
 }
 
 func (m *bpeModel) TokenToID(token string) (int32, bool) {

@@ -59,18 +59,23 @@ type wordGen struct {
 	chunk  int
 }
 
-// wordCache maps words to their ids: the hot table, then the current generation, then the old one (a hit there is
-// copied into the current one). What get returns is valid until the next call of get or put.
+// wordCache maps words to their ids: the hot table, then the model's shared cache (when there is one), then the
+// current generation, then the old one (a hit there is copied into the current one). The generations take only
+// what the shared cache refused. What get returns is valid until the next call of get or put.
 type wordCache struct {
 	hot      []hotEntry
+	shared   *sharedWords // nil: none
+	local    bool         // some word went to the generations
 	cur, old *wordGen
 }
 
-func newWordCache() *wordCache {
+// newWordCache makes an encoder's cache in front of shared (nil for none).
+func newWordCache(shared *sharedWords) *wordCache {
 	return &wordCache{
-		hot: make([]hotEntry, 1<<hotBits),
-		cur: &wordGen{m: make(map[string]cacheSpan, 1024)},
-		old: &wordGen{m: make(map[string]cacheSpan)},
+		hot:    make([]hotEntry, 1<<hotBits),
+		shared: shared,
+		cur:    &wordGen{m: make(map[string]cacheSpan, 1024)},
+		old:    &wordGen{m: make(map[string]cacheSpan)},
 	}
 }
 
@@ -85,13 +90,18 @@ func (c *wordCache) get(word string) ([]int32, bool) {
 			return e.ids[:e.cnt:e.cnt], true
 		}
 	}
-	ids, ok := c.cur.get(word)
+	ids, ok := c.getShared(word)
 	if !ok {
-		if ids, ok = c.old.get(word); !ok {
+		if !c.local {
 			return nil, false
 		}
-		if len(c.cur.m) < cacheGenEntries { // a full current generation would turn and empty the old one under ids
-			ids = c.cur.put(word, ids)
+		if ids, ok = c.cur.get(word); !ok {
+			if ids, ok = c.old.get(word); !ok {
+				return nil, false
+			}
+			if len(c.cur.m) < cacheGenEntries { // a full current generation would turn and empty the old one under ids
+				ids = c.cur.put(word, ids)
+			}
 		}
 	}
 	if e != nil {
@@ -109,11 +119,22 @@ func (c *wordCache) put(word string, ids []int32) {
 		lo, hi := packWord(word)
 		setHot(&c.hot[hotIndex(lo, hi, n)&(1<<hotBits-1)], lo, hi, n, ids)
 	}
+	if c.shared != nil && c.shared.put(word, ids) {
+		return
+	}
+	c.local = true
 	if len(c.cur.m) >= cacheGenEntries || len(c.cur.ids)+len(ids) > 1<<31 {
 		c.old.reset()
 		c.cur, c.old = c.old, c.cur
 	}
 	c.cur.put(word, ids)
+}
+
+func (c *wordCache) getShared(word string) ([]int32, bool) {
+	if c.shared == nil || len(word) > cacheMaxWordLen || len(word) == 0 {
+		return nil, false
+	}
+	return c.shared.get(word)
 }
 
 // setHot stores the ids of the word that packs to (lo, hi) with n bytes (n <= hotMaxWordLen) in e if they fit, else

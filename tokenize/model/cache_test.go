@@ -47,7 +47,7 @@ func FuzzPackWord(f *testing.F) {
 // skewed order (hot words recur, most words are rare), and checks every hit against a plain map: the hot table,
 // both generations, the copy of an old generation's hit and the turn of generations never hand out wrong ids.
 func TestWordCacheAgreesWithAMap(t *testing.T) {
-	c := newWordCache()
+	c := newWordCache(nil)
 	want := map[string][]int32{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	word := func(k int) string {
@@ -103,7 +103,7 @@ func TestWordCacheAgreesWithAMap(t *testing.T) {
 
 // TestWordCacheLimits: the empty word and words over cacheMaxWordLen bytes are never stored.
 func TestWordCacheLimits(t *testing.T) {
-	c := newWordCache()
+	c := newWordCache(nil)
 	long := strings.Repeat("z", cacheMaxWordLen+1)
 	c.put("", []int32{1})
 	c.put(long, []int32{2})

@@ -5,8 +5,9 @@
 //
 // # Caveats
 //
-// A Model is immutable and safe for concurrent use; an Encoder (from NewEncoder) holds per-goroutine caches and
-// scratch space and must not be shared between goroutines.
+// A Model is safe for concurrent use; apart from its shared word cache (shared_cache.go: every encoder of a model
+// reads it without locks and adds the words it had to encode, up to a fixed bound) it is immutable. An Encoder
+// (from NewEncoder) holds per-goroutine caches and scratch space and must not be shared between goroutines.
 package model
 
 import "encoding/json"

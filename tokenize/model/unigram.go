@@ -15,6 +15,8 @@ const unkPenalty = 10.0
 // unigramModel is a SentencePiece unigram model encoded as Hugging Face's Unigram::encode_optimized does: a
 // Viterbi pass over the byte positions of the word with pieces found by common-prefix search in a trie.
 type unigramModel struct {
+	words sharedWords // the word cache every encoder of the model reads and fills
+
 	pieces       []string
 	scores       []float64
 	tokenToID    map[string]int32 // a repeated piece maps to its last id, as in Hugging Face
@@ -120,7 +122,7 @@ func (m *unigramModel) decodeVocab(raw json.RawMessage, path string) error {
 }
 
 func (m *unigramModel) NewEncoder() Encoder {
-	return &cachedEncoder{cache: newWordCache(), byteLevel: m.opts.ByteLevel, enc: &unigramEncoder{m: m}}
+	return &cachedEncoder{cache: newWordCache(&m.words), byteLevel: m.opts.ByteLevel, enc: &unigramEncoder{m: m}}
 }
 
 func (m *unigramModel) TokenToID(token string) (int32, bool) {

@@ -10,6 +10,8 @@ import (
 // wordPieceModel: greedy longest-match-first from the left; a word with any unmatched position, or longer than
 // maxChars characters, becomes the single unknown token.
 type wordPieceModel struct {
+	words sharedWords // the word cache every encoder of the model reads and fills
+
 	vocab    map[string]int32
 	reverse  reverseVocab
 	prefix   string
@@ -67,7 +69,7 @@ func loadWordPiece(f map[string]json.RawMessage, path string, opts Options) (*wo
 }
 
 func (m *wordPieceModel) NewEncoder() Encoder {
-	return &cachedEncoder{cache: newWordCache(), byteLevel: m.opts.ByteLevel, enc: &wordPieceEncoder{m: m}}
+	return &cachedEncoder{cache: newWordCache(&m.words), byteLevel: m.opts.ByteLevel, enc: &wordPieceEncoder{m: m}}
 }
 
 func (m *wordPieceModel) TokenToID(token string) (int32, bool) {
