@@ -65,6 +65,7 @@ type wordGen struct {
 type wordCache struct {
 	hot      []hotEntry
 	shared   *sharedWords // nil: none
+	writer   sharedWriter // this encoder's claim on the shared arena
 	local    bool         // some word went to the generations
 	cur, old *wordGen
 }
@@ -119,7 +120,7 @@ func (c *wordCache) put(word string, ids []int32) {
 		lo, hi := packWord(word)
 		setHot(&c.hot[hotIndex(lo, hi, n)&(1<<hotBits-1)], lo, hi, n, ids)
 	}
-	if c.shared != nil && c.shared.put(word, ids) {
+	if c.shared != nil && c.shared.put(&c.writer, word, ids) {
 		return
 	}
 	c.local = true
