@@ -3,8 +3,9 @@
 # pyclient/bench/next_latency.py (this tree's script, run with each client's gload package) over the shm doorbell
 # for numpy copies, numpy zero_copy (default keys; input_ids and lengths only), torch CPU and cuda, plus gRPC numpy
 # and the CPU-loop measure; two rounds in alternating order (base, new, new, base) because this host's timings move
-# between runs (ORDER= another order). TRAIN=1 adds train_ref's small model (--layers 1 --dim 192 --batch-size 8) and the 8-layer
-# reference, ideal vs the gload feed of each client (device="cuda", pad 128).
+# between runs (ORDER= another order, or other clients: NAME is build/devrun/pyclient-NAME, from
+# bench/prepare_handoff_ab.sh with NAME=). TRAIN=1 adds train_ref's small model (--layers 1 --dim 192 --batch-size 8) and the 8-layer
+# reference, ideal vs the gload feed of each client of TRAIN_ORDER (default "base new"; device="cuda", pad 128).
 #
 # Before carrying build/devrun: bench/prepare_devrun.sh, then BASE=<commit> bench/prepare_handoff_ab.sh (puts the
 # base's pyclient in build/devrun/pyclient-base). On the GPU machine: OUT=$OUT bench/device_handoff_ab.sh (about 5
@@ -25,11 +26,13 @@ trap cleanup EXIT
 python3 -c 'import torch, grpc, numpy; print("torch", torch.__version__, torch.cuda.get_device_name(0), "grpcio", grpc.__version__, "numpy", numpy.__version__)'
 nproc
 # Each client runs this tree's benchmark script from a copy beside its own gload package.
-mkdir -p "$W/new/bench" "$W/base/bench"
-cp -r pyclient/gload "$W/new/"
-cp -r $d/pyclient-base/gload "$W/base/"
-cp pyclient/bench/next_latency.py "$W/new/bench/"
-cp pyclient/bench/next_latency.py "$W/base/bench/"
+# "new" is this tree's client; any other name V is build/devrun/pyclient-V (bench/prepare_handoff_ab.sh).
+VARIANTS=$(printf '%s\n' ${ORDER:-base new} ${TRAIN_ORDER:-base new} | sort -u)
+for v in $VARIANTS; do
+	mkdir -p "$W/$v/bench"
+	if [[ $v == new ]]; then cp -r pyclient/gload "$W/new/"; else cp -r "$d/pyclient-$v/gload" "$W/$v/"; fi
+	cp pyclient/bench/next_latency.py "$W/$v/bench/"
+done
 mkdir -p "$W/examples/udhr"
 cp examples/udhr/tokenizer.json "$W/examples/udhr/"
 if [[ ${LATENCY:-1} == 1 ]]; then
@@ -52,7 +55,7 @@ if [[ ${TRAIN:-0} == 1 ]]; then
 	for _ in $(seq 100); do [[ -S $W/gload.sock ]] && break; sleep 0.1; done
 	export GLOAD_ADDR=$ADDR GLOAD_DATASET=corpus GLOAD_TRANSPORT=shm
 	TR=(python3 $d/train_ref.py --corpus "$W/corpus.jsonl" --tokenizer "$W/tokenizer.json" --warmup 10 --pad-multiple 128)
-	for v in base new; do
+	for v in ${TRAIN_ORDER:-base new}; do
 		echo "== train_ref small model ($v) $(date -u +%T)"
 		PYTHONPATH="$W/$v:$PWD/bench" timeout 120 "${TR[@]}" --steps 300 --layers 1 --dim 192 --batch-size 8 \
 			--modes ideal,feed --feed train_feed:feed --json "$OUT/train_small_$v.jsonl" > "$W/train_small_$v.txt" 2>&1 \
