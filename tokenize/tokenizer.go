@@ -282,8 +282,12 @@ pieces:
 				if err != nil {
 					break pieces
 				}
-				for _, w := range s.words {
-					dst = s.enc.Encode(w, dst)
+				if we, ok := s.enc.(model.WordsEncoder); ok {
+					dst = we.EncodeWords(s.words, dst)
+				} else {
+					for _, w := range s.words {
+						dst = s.enc.Encode(w, dst)
+					}
 				}
 				if from >= len(q.text) {
 					break

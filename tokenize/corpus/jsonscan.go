@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -488,9 +489,9 @@ func appendUnescaped(dst, s []byte) (out []byte, replaced bool) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c != '\\' {
-			j := i + 1
-			for j < len(s) && s[j] != '\\' {
-				j++
+			j := len(s)
+			if k := bytes.IndexByte(s[i+1:], '\\'); k >= 0 {
+				j = i + 1 + k
 			}
 			dst = append(dst, s[i:j]...)
 			i = j

@@ -385,7 +385,10 @@ type bpeEncoder struct {
 	heap  mergeHeap
 }
 
-var _ Encoder = (*bpeEncoder)(nil)
+var (
+	_ Encoder      = (*bpeEncoder)(nil)
+	_ WordsEncoder = (*bpeEncoder)(nil)
+)
 
 func (e *bpeEncoder) Encode(word string, dst []int32) []int32 {
 	if len(word) == 0 {
@@ -402,6 +405,32 @@ func (e *bpeEncoder) Encode(word string, dst []int32) []int32 {
 		return e.encodeSplit(word, x, dst)
 	}
 	return e.encodeCached(word, dst)
+}
+
+// EncodeWords is Encode of each word in turn. A word of 2 to hotMaxWordLen bytes whose ids are in the hot table
+// is appended here without a call: Encode would reach the same entry through encodeCached and encodeOne (one-byte
+// words take Encode's byte-level path first, and a model with splitChar cuts words before its cache, so neither
+// comes here).
+func (e *bpeEncoder) EncodeWords(words []string, dst []int32) []int32 {
+	if e.m.splitChar != "" {
+		for _, w := range words {
+			dst = e.Encode(w, dst)
+		}
+		return dst
+	}
+	hot := e.cache.hot[: 1<<hotBits : 1<<hotBits]
+	for _, w := range words {
+		if n := len(w); n >= 2 && n <= hotMaxWordLen {
+			lo, hi := packWord(w)
+			h := &hot[hotIndex(lo, hi, n)&(1<<hotBits-1)]
+			if h.lo == lo && h.hi == hi && int(h.n) == n {
+				dst = append(dst, h.ids[:h.cnt]...)
+				continue
+			}
+		}
+		dst = e.Encode(w, dst)
+	}
+	return dst
 }
 
 // longChunk: chunks longer than this many bytes are cut further at character pairs no token contains.

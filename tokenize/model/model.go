@@ -30,6 +30,13 @@ type Encoder interface {
 	Encode(word string, dst []int32) []int32
 }
 
+// WordsEncoder is implemented by the encoders that take a pre-tokenizer's batch of words in one call:
+// EncodeWords(words, dst) appends exactly what Encode of each word in turn appends, with one dynamic call per
+// batch instead of one per word.
+type WordsEncoder interface {
+	EncodeWords(words []string, dst []int32) []int32
+}
+
 // Options tells the model how words reach it.
 type Options struct {
 	// ByteLevel: words are raw UTF-8 bytes of text whose ByteLevel mapping (GPT-2 bytes_to_unicode) the model

@@ -201,21 +201,21 @@ func nextGPT2(s string, i int) int {
 		c1 := classByte(s, i+1)
 		switch {
 		case c1&cL != 0:
-			return runWhile(s, i+1, cL)
+			return letterRun(s, i+1)
 		case c1&cN != 0:
 			return runWhile(s, i+1, cN)
 		case c1&cS == 0:
-			return runUntil(s, i+1, cL|cN|cS)
+			return otherRun(s, i+1)
 		}
 	}
 	c0 := classByte(s, i)
 	switch {
 	case c0&cL != 0:
-		return runWhile(s, i, cL)
+		return letterRun(s, i)
 	case c0&cN != 0:
 		return runWhile(s, i, cN)
 	case c0&cS == 0:
-		return runUntil(s, i, cL|cN|cS)
+		return otherRun(s, i)
 	}
 	return spaceTail(s, i, false)
 }
@@ -226,11 +226,11 @@ func gpt2AfterSpace(s string) int {
 	c := classByte(s, 0)
 	switch {
 	case c&cL != 0:
-		return runWhile(s, 0, cL)
+		return letterRun(s, 0)
 	case c&cN != 0:
 		return runWhile(s, 0, cN)
 	case c&cS == 0:
-		return runUntil(s, 0, cL|cN|cS)
+		return otherRun(s, 0)
 	}
 	// The added space starts a whitespace run: \s+(?!\S) leaves out the run's last character unless the run
 	// ends the text.
@@ -258,11 +258,11 @@ func nextCL100K(s string, i int, maxDigits int) int {
 	// [^\r\n\p{L}\p{N}]?\p{L}+
 	if c0&(cL|cN) == 0 && b != '\r' && b != '\n' && i+n0 < len(s) {
 		if classByte(s, i+n0)&cL != 0 {
-			return runWhile(s, i+n0, cL)
+			return letterRun(s, i+n0)
 		}
 	}
 	if c0&cL != 0 {
-		return runWhile(s, i, cL)
+		return letterRun(s, i)
 	}
 	// \p{N}{1,maxDigits}
 	if c0&cN != 0 {
@@ -279,11 +279,11 @@ func nextCL100K(s string, i int, maxDigits int) int {
 	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
 	if b == ' ' && i+1 < len(s) {
 		if c1 := classByte(s, i+1); c1&(cS|cL|cN) == 0 {
-			return newlines(s, runUntil(s, i+1, cS|cL|cN), false)
+			return newlines(s, otherRun(s, i+1), false)
 		}
 	}
 	if c0&cS == 0 {
-		return newlines(s, runUntil(s, i, cS|cL|cN), false)
+		return newlines(s, otherRun(s, i), false)
 	}
 	return spaceTail(s, i, true)
 }
@@ -342,11 +342,11 @@ func nextO200K(s string, i int) int {
 	// ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
 	if b == ' ' && i+1 < len(s) {
 		if c1 := classByte(s, i+1); c1&(cS|cL|cN) == 0 {
-			return newlines(s, runUntil(s, i+1, cS|cL|cN), true)
+			return newlines(s, otherRun(s, i+1), true)
 		}
 	}
 	if c0&cS == 0 {
-		return newlines(s, runUntil(s, i, cS|cL|cN), true)
+		return newlines(s, otherRun(s, i), true)
 	}
 	return spaceTail(s, i, true)
 }
