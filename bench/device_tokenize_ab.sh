@@ -6,6 +6,7 @@
 # base into /dev/shm), so host noise falls on both. About 7 minutes. Carry build/devrunS (bench/prepare_devrun_ab.sh:
 # gload.gz, gload-base.gz, llama3.json.gz, corpus.jsonl.gz). Writes ab.txt and scaling.jsonl to $OUT; each run's line
 # comes from bench/timed_tokenize.py, each disk run's gload.index SHA-256 prefix follows it (the two must agree).
+# SCALING="1 16" and ROUNDS=1 make a shorter call (about 3 minutes).
 set -uo pipefail
 d=${DEVRUN:-build/devrunS}
 OUT=${OUT:-/tmp/out}
@@ -24,7 +25,7 @@ nproc
 gunzip -c $d/corpus.jsonl.gz > "$W/go.jsonl"
 for i in 1 2 3 4 5; do cat "$W/go.jsonl"; done > "$W/go5.jsonl"
 echo "== engine scaling, llama3, corpus x5, --passes 2 $(date -u +%T)"
-for n in 1 2 4 8 16; do
+for n in ${SCALING:-1 2 4 8 16}; do
 	GOMAXPROCS=$n $d/gload encode --bench --passes 2 --tokenizer $d/llama3.json.gz --workers $n < "$W/go5.jsonl" 2>/dev/null | grep '^{' | tee -a "$OUT/scaling.jsonl"
 done
 echo "== base engine, 1 and 16 workers, and the candidate at 1 again $(date -u +%T)"
@@ -37,7 +38,7 @@ for i in $(seq 10); do cat "$W/go1g.jsonl"; done > "$W/go10g.jsonl"
 rm -f "$W/go1g.jsonl" "$W/go5.jsonl"
 cat "$W/go10g.jsonl" > /dev/null
 echo "== 10 GB, 16 workers, alternately $(date -u +%T)"
-for round in 1 2; do
+for round in $(seq ${ROUNDS:-2}); do
 	run "disk, candidate, round $round" gload "$W/ds"
 	run "disk, base,      round $round" gload-base "$W/ds"
 done

@@ -424,7 +424,14 @@ func (e *bpeEncoder) EncodeWords(words []string, dst []int32) []int32 {
 			lo, hi := packWord(w)
 			h := &hot[hotIndex(lo, hi, n)&(1<<hotBits-1)]
 			if h.lo == lo && h.hi == hi && int(h.n) == n {
-				dst = append(dst, h.ids[:h.cnt]...)
+				switch h.cnt { // appends of one to three values, without append's call of memmove
+				case 1:
+					dst = append(dst, h.ids[0])
+				case 2:
+					dst = append(dst, h.ids[0], h.ids[1])
+				case 3:
+					dst = append(dst, h.ids[0], h.ids[1], h.ids[2])
+				}
 				continue
 			}
 		}
