@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -92,8 +91,9 @@ type ShardWriter struct {
 	opts           WriterOptions
 	f              *os.File
 	bw             *bufio.Writer
-	n              int64 // bytes written to bw
-	err            error // sticky write error
+	hash           *tailHasher // hashes what reaches f while the shard is written; nil once finished or canceled
+	n              int64       // bytes written to bw
+	err            error       // sticky write error
 	done           bool
 
 	// current batch
@@ -131,7 +131,8 @@ func CreateShard(dir string, shardNum int, opts WriterOptions) (*ShardWriter, er
 		soffs: make([][]int32, len(opts.Columns)),
 		sdata: make([][]byte, len(opts.Columns)),
 	}
-	w.bw = bufio.NewWriterSize(f, 1<<20)
+	w.hash = startTailHasher(f)
+	w.bw = bufio.NewWriterSize(w.hash, 1<<20)
 	if b, ok := batchPool.Get().(*batchBufs); ok {
 		w.offs, w.vals, w.lvals = b.offs, b.vals, b.lvals
 	}
@@ -262,10 +263,20 @@ func (w *ShardWriter) Close() (ShardInfo, error) {
 	}
 	var sum [sha256.Size]byte
 	if w.err == nil {
-		// The SHA-256 is taken by reading the file back while fsync runs, not on the appending goroutine: both
-		// are off the caller's hot path, which only formats and copies into the buffer.
+		// The SHA-256 has been taken while the shard was written, by reading back what reached the file
+		// (tailhash.go); what is left of it runs beside fsync. Neither is on the caller's hot path, which only
+		// formats and copies into the buffer.
 		hashed := make(chan error, 1)
-		go func() { hashed <- w.hashFile(&sum) }()
+		h, size := w.hash, w.n
+		w.hash = nil
+		go func() {
+			var err error
+			sum, err = h.finish(size)
+			if err != nil {
+				err = fmt.Errorf("hash shard %s: %w", w.tmp, err)
+			}
+			hashed <- err
+		}()
 		if err := w.f.Sync(); err != nil {
 			w.err = fmt.Errorf("sync shard %s: %w", w.tmp, err)
 		}
@@ -304,6 +315,10 @@ func (w *ShardWriter) Abort() error {
 	}
 	w.done = true
 	w.release()
+	if w.hash != nil {
+		w.hash.cancel() // it reads f: stopped before f closes
+		w.hash = nil
+	}
 	err := w.f.Close()
 	if err != nil && errors.Is(err, os.ErrClosed) {
 		err = nil
@@ -350,21 +365,6 @@ func (w *ShardWriter) resetBatch() {
 		w.sdata[i] = w.sdata[i][:0]
 	}
 	w.rows = 0
-}
-
-// hashFile reads the whole temporary file back and stores its SHA-256 in sum.
-func (w *ShardWriter) hashFile(sum *[sha256.Size]byte) error {
-	h := sha256.New()
-	buf := make([]byte, 1<<20)
-	n, err := io.CopyBuffer(h, io.NewSectionReader(w.f, 0, w.n), buf)
-	if err == nil && n != w.n {
-		err = fmt.Errorf("read %d of %d bytes", n, w.n)
-	}
-	if err != nil {
-		return fmt.Errorf("hash shard %s: %w", w.tmp, err)
-	}
-	h.Sum(sum[:0])
-	return nil
 }
 
 func (w *ShardWriter) write(b []byte) {
