@@ -206,28 +206,29 @@ func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Write
 		}
 	}
 	var tokens int64
-	secs := 0.0
+	secs, busy := 0.0, 0.0
 	for pass := 0; pass < max(o.passes, 1); pass++ {
-		n, s, err := encodeAll(eng, texts, o.addSpecial, workers)
+		n, s, b, err := encodeAll(eng, texts, o.addSpecial, workers)
 		if err != nil {
 			return err
 		}
 		if pass == 0 || s < secs {
-			secs = s
+			secs, busy = s, b
 		}
 		tokens = n
 	}
 	res := map[string]any{"engine": o.engine, "workers": workers, "documents": len(texts), "bytes": size,
 		"tokens": tokens, "seconds": secs, "mb_per_s": float64(size) / secs / 1e6,
-		"tokens_per_s": float64(tokens) / secs, "passes": max(o.passes, 1)}
+		"tokens_per_s": float64(tokens) / secs, "passes": max(o.passes, 1), "workers_busy": busy}
 	b, _ := json.Marshal(res)
 	_, err := fmt.Fprintf(out, "%s\n", b)
 	return err
 }
 
-// encodeAll encodes every text on workers goroutines and returns the token count and the seconds it took.
-func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int) (int64, float64, error) {
-	var tokens, next atomic.Int64
+// encodeAll encodes every text on workers goroutines and returns the token count, the seconds it took and the
+// workers' busy share of those seconds (1: none idled before the last one finished).
+func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int) (int64, float64, float64, error) {
+	var tokens, next, busyNs atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
 	var wg sync.WaitGroup
@@ -251,8 +252,10 @@ func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int
 				n += int64(len(buf))
 			}
 			tokens.Add(n)
+			busyNs.Add(int64(time.Since(start)))
 		}()
 	}
 	wg.Wait()
-	return tokens.Load(), time.Since(start).Seconds(), firstErr
+	secs := time.Since(start).Seconds()
+	return tokens.Load(), secs, float64(busyNs.Load()) / 1e9 / secs / float64(workers), firstErr
 }

@@ -269,7 +269,8 @@ func printSummary(w io.Writer, s pipeline.Summary, t runTimes) {
 			float64(s.InputBytes)/secs/1e6, float64(s.Documents)/secs, float64(s.Tokens)/secs/1e6)
 	}
 	st := s.Stages
-	fmt.Fprintf(w, "stages     reader %.0f%% busy, workers %.0f%%, writer %.0f%%\n", 100*st.Reader, 100*st.Workers, 100*st.Writer)
+	fmt.Fprintf(w, "stages     reader %.0f%% busy, workers %.0f%%, writer %.0f%% (%.0f%% waiting for the previous shard's close)\n",
+		100*st.Reader, 100*st.Workers, 100*st.Writer, 100*st.WriterOnCloser)
 	if b := st.Bottleneck(); b != "" {
 		fmt.Fprintf(w, "bottleneck %s\n", b)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/gload/gload/loader/dataset"
 )
@@ -21,6 +22,7 @@ type shardCloser struct {
 	done   func(dataset.ShardInfo) error // Options.ShardDone, may be nil
 	shards []dataset.ShardInfo           // closed and journaled, in order
 	wait   chan error                    // the close in flight; nil when none
+	waited time.Duration                 // how long start waited for the close before
 }
 
 func newShardCloser(st *state, done func(dataset.ShardInfo) error) *shardCloser {
@@ -29,7 +31,10 @@ func newShardCloser(st *state, done func(dataset.ShardInfo) error) *shardCloser 
 
 // start waits for the previous close, then closes sw in the background with a snapshot of the journal j.
 func (c *shardCloser) start(sw *dataset.ShardWriter, j journal) error {
-	if err := c.flush(); err != nil {
+	t0 := time.Now()
+	err := c.flush()
+	c.waited += time.Since(t0)
+	if err != nil {
 		sw.Abort()
 		return err
 	}

@@ -340,6 +340,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return sum, err
 	}
 	sum.Stats, sum.Shards, sum.Wall = st.j.Stats, len(st.j.Shards), time.Since(start)
+	stages.writerOnCloser = w.closer.waited
 	sum.Stages = stages.result(opts.Workers)
 	return sum, nil
 }

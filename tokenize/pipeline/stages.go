@@ -16,6 +16,7 @@ type stageClock struct {
 	workersIdle               atomic.Int64  // all workers: waiting for a chunk (ns)
 	workersBlocked            atomic.Int64  // all workers: waiting for the writer to take a tokenized chunk (ns)
 	writerWaiting, writerBusy time.Duration // writer goroutine: waiting for the next chunk / writing
+	writerOnCloser            time.Duration // writer goroutine, inside writerBusy: waiting for the previous shard's close
 }
 
 // Stages says how busy each stage of a run was, as shares of its own time (0..1).
@@ -23,6 +24,9 @@ type Stages struct {
 	Reader  float64 // share of the reader's time spent reading (1: the input was the bottleneck)
 	Workers float64 // share of the workers' time spent tokenizing (not waiting for a chunk, nor for the writer)
 	Writer  float64 // share of the writer's time spent writing
+	// WriterOnCloser is the share of the writer's time spent waiting for the previous shard's close (flush, fsync,
+	// read-back hash, rename) before it could hand over the next: part of Writer.
+	WriterOnCloser float64
 }
 
 func (c *stageClock) result(workers int) Stages {
@@ -35,6 +39,7 @@ func (c *stageClock) result(workers int) Stages {
 	var st Stages
 	st.Reader = share(c.readerBusy, c.readerBlocked)
 	st.Writer = share(c.writerBusy, c.writerWaiting)
+	st.WriterOnCloser = share(c.writerOnCloser, c.writerBusy+c.writerWaiting-c.writerOnCloser)
 	// The workers' time is the reader's span (they live as long as it feeds them).
 	span := (c.readerBusy + c.readerBlocked) * time.Duration(workers)
 	idle := time.Duration(c.workersIdle.Load() + c.workersBlocked.Load())
