@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -180,9 +181,11 @@ func spaceRunAtStart(s string) int {
 // trie is a byte trie over added-token contents, with a first-byte filter so text without any candidate start
 // byte is skipped quickly. Matching at each candidate position walks the trie once (leftmost-longest).
 type trie struct {
-	nodes []trieNode
-	first [256]bool
-	n     int
+	nodes  []trieNode
+	first  [256]bool
+	firsts int  // distinct first bytes of the keys
+	only   byte // the first byte when firsts == 1 (special tokens mostly all start with '<' or '['): found by IndexByte
+	n      int
 }
 
 type trieNode struct {
@@ -212,14 +215,24 @@ func (t *trie) insert(key string, token int) {
 	if t.nodes[cur].token < 0 { // first definition wins, as in a map built in list order
 		t.nodes[cur].token = int32(token)
 	}
-	t.first[key[0]] = true
+	if !t.first[key[0]] {
+		t.first[key[0]] = true
+		t.firsts++
+		t.only = key[0]
+	}
 	t.n++
 }
 
 // leftmostLongest finds, at or after from, the leftmost position where some key matches and the longest key there.
 func (t *trie) leftmostLongest(s string, from int) (start, end, token int, ok bool) {
 	for i := from; i < len(s); i++ {
-		if !t.first[s[i]] {
+		if t.firsts == 1 {
+			k := strings.IndexByte(s[i:], t.only)
+			if k < 0 {
+				break
+			}
+			i += k
+		} else if !t.first[s[i]] {
 			continue
 		}
 		cur := int32(0)
