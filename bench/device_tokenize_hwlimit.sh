@@ -8,7 +8,7 @@
 #      memory-bound copy (numpy, 256 MiB arrays), 1 and 16 copies at once;
 #   3. CPU profiles: the engine at 16 workers, `gload tokenize` of 1 GB at 16 workers (output on disk and in
 #      /dev/shm: does writing cost?).
-# Carry build/devrunP (bench/prepare_devrun18.sh with DEVRUN_DIR=build/devrunP NO_TEXT_CORPUS=1). Writes
+# N_LIST="1 16 1 16" repeats sizes; PROFILES=0 leaves out part 3 (about 2 minutes then). Carry build/devrunP (bench/prepare_devrun18.sh with DEVRUN_DIR=build/devrunP NO_TEXT_CORPUS=1). Writes
 # hwlimit.txt, cpu-engine16.pprof, cpu-e2e16.pprof to $OUT.
 set -uo pipefail
 d=${DEVRUN:-build/devrunP}
@@ -24,7 +24,7 @@ mbps() { python3 -c 'import json,sys; print(sum(json.loads(l)["mb_per_s"] for l 
 {
 lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L3|MHz' | tr -s ' '
 echo "== 1. engine: one process with N workers vs N independent one-core processes $(date -u +%T)"
-for n in 1 4 8 16; do
+for n in ${N_LIST:-1 4 8 16}; do
 	one=$(GOMAXPROCS=$n $G encode --bench --passes 2 --tokenizer $T --workers $n < "$W/go5.jsonl" 2>/dev/null | mbps)
 	for i in $(seq $n); do
 		GOMAXPROCS=1 $G encode --bench --passes 2 --tokenizer $T --workers 1 < "$W/go5.jsonl" > "$W/p$i.json" 2>/dev/null &
@@ -55,6 +55,7 @@ for prog in compute membw; do
 	echo "$prog ($( [[ $prog == compute ]] && echo 'seconds, lower is better' || echo 'GB/s read+written per process')): alone $alone; 16 at once: $(cat "$W"/q*.txt | tr '\n' ' ')"
 	rm -f "$W"/q*.txt
 done
+if [[ ${PROFILES:-1} == 1 ]]; then
 echo "== 3. profiles $(date -u +%T)"
 $G encode --cpuprofile "$OUT/cpu-engine16.pprof" --bench --passes 1 --tokenizer $T --workers 16 < "$W/go5.jsonl" 2>/dev/null
 for i in $(seq 5); do cat "$W/go5.jsonl"; done > "$W/go1g.jsonl"
@@ -69,5 +70,6 @@ for dest in "$W/ds" /dev/shm/gload-hw-ds; do
 	echo "tokenize $((size / 1000000)) MB, 16 workers, output in $dest: $(python3 -c "print(f'{$size / 1e6 / ($(date +%s.%N) - $t0):.0f}')") MB/s of input (wall, with profile when on disk)"
 	rm -rf "$dest"
 done
+fi
 echo "== done $(date -u +%T)"
 } 2>&1 | tee "$OUT/hwlimit.txt"
