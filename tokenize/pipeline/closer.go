@@ -22,7 +22,7 @@ type shardCloser struct {
 	done   func(dataset.ShardInfo) error // Options.ShardDone, may be nil
 	shards []dataset.ShardInfo           // closed and journaled, in order
 	wait   chan error                    // the close in flight; nil when none
-	waited time.Duration                 // how long start waited for the close before
+	waited time.Duration                 // how long start waited, in all, for the close before its own
 }
 
 func newShardCloser(st *state, done func(dataset.ShardInfo) error) *shardCloser {

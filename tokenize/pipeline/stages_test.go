@@ -32,3 +32,12 @@ func TestStagesNameTheBottleneck(t *testing.T) {
 		})
 	}
 }
+
+// TestStagesWriterOnCloser: the share of the writer's whole time (busy and waiting) it spent waiting for the
+// previous shard's close.
+func TestStagesWriterOnCloser(t *testing.T) {
+	c := stageClock{readerBusy: time.Second, writerBusy: 8 * time.Second, writerWaiting: 2 * time.Second, writerOnCloser: 3 * time.Second}
+	if got := c.result(1); got.WriterOnCloser < 0.2999 || got.WriterOnCloser > 0.3001 || got.Writer < 0.7999 || got.Writer > 0.8001 {
+		t.Fatalf("Writer %.4f, WriterOnCloser %.4f; want 0.8 and 0.3", got.Writer, got.WriterOnCloser)
+	}
+}
