@@ -25,14 +25,16 @@ mbps() { python3 -c 'import json,sys; print(sum(json.loads(l)["mb_per_s"] for l 
 lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L3|MHz' | tr -s ' '
 echo "== 1. engine: one process with N workers vs N independent one-core processes $(date -u +%T)"
 for n in ${N_LIST:-1 4 8 16}; do
-	one=$(GOMAXPROCS=$n $G encode --bench --passes 2 --tokenizer $T --workers $n < "$W/go5.jsonl" 2>/dev/null | mbps)
+	GOMAXPROCS=$n $G encode --bench --passes 2 --tokenizer $T --workers $n < "$W/go5.jsonl" 2>/dev/null | grep '^{' > "$W/one.json"
+	one=$(mbps < "$W/one.json")
+	steady=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("steady_mb_per_s", "?"))' "$W/one.json")
 	for i in $(seq $n); do
 		GOMAXPROCS=1 $G encode --bench --passes 2 --tokenizer $T --workers 1 < "$W/go5.jsonl" > "$W/p$i.json" 2>/dev/null &
 	done
 	wait
 	indep=$(cat "$W"/p*.json | mbps)
 	rm -f "$W"/p*.json
-	echo "N=$n: one process $one MB/s; $n independent processes together $indep MB/s"
+	echo "N=$n: one process $one MB/s (steady, before its first worker ran out of documents: $steady); $n independent processes together $indep MB/s"
 done
 echo "== 2. the machine alone: compute loop and memory copy, 1 and 16 at once $(date -u +%T)"
 cat > "$W/compute.py" <<'PY'

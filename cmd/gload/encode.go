@@ -205,32 +205,43 @@ func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Write
 			return err
 		}
 	}
-	var tokens int64
-	secs, busy := 0.0, 0.0
+	var best benchPass
 	for pass := 0; pass < max(o.passes, 1); pass++ {
-		n, s, b, err := encodeAll(eng, texts, o.addSpecial, workers)
+		p, err := encodeAll(eng, texts, o.addSpecial, workers)
 		if err != nil {
 			return err
 		}
-		if pass == 0 || s < secs {
-			secs, busy = s, b
+		if pass == 0 || p.secs < best.secs {
+			best = p
 		}
-		tokens = n
 	}
+	secs := best.secs
 	res := map[string]any{"engine": o.engine, "workers": workers, "documents": len(texts), "bytes": size,
-		"tokens": tokens, "seconds": secs, "mb_per_s": float64(size) / secs / 1e6,
-		"tokens_per_s": float64(tokens) / secs, "passes": max(o.passes, 1), "workers_busy": busy}
+		"tokens": best.tokens, "seconds": secs, "mb_per_s": float64(size) / secs / 1e6,
+		"tokens_per_s": float64(best.tokens) / secs, "passes": max(o.passes, 1), "workers_busy": best.busy,
+		"steady_mb_per_s": float64(best.steadyBytes) / best.steadySecs / 1e6}
 	b, _ := json.Marshal(res)
 	_, err := fmt.Fprintf(out, "%s\n", b)
 	return err
 }
 
-// encodeAll encodes every text on workers goroutines and returns the token count, the seconds it took and the
-// workers' busy share of those seconds (1: none idled before the last one finished).
-func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int) (int64, float64, float64, error) {
-	var tokens, next, busyNs atomic.Int64
+// benchPass is one pass of encodeAll over every text.
+type benchPass struct {
+	tokens int64
+	secs   float64
+	busy   float64 // the workers' busy share of secs (1: none idled before the last one finished)
+	// The pass until the first worker found no document left: the bytes of the documents finished by then and
+	// the seconds it took (documents still in progress are not counted). With one worker, the whole pass.
+	steadyBytes int64
+	steadySecs  float64
+}
+
+// encodeAll encodes every text on workers goroutines.
+func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int) (benchPass, error) {
+	var tokens, next, busyNs, done atomic.Int64
 	var firstErr error
-	var errOnce sync.Once
+	var errOnce, drainOnce sync.Once
+	var p benchPass
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range workers {
@@ -242,6 +253,7 @@ func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(texts) {
+					drainOnce.Do(func() { p.steadyBytes, p.steadySecs = done.Load(), time.Since(start).Seconds() })
 					break
 				}
 				var err error
@@ -250,12 +262,14 @@ func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int
 					errOnce.Do(func() { firstErr = err })
 				}
 				n += int64(len(buf))
+				done.Add(int64(len(texts[i])))
 			}
 			tokens.Add(n)
 			busyNs.Add(int64(time.Since(start)))
 		}()
 	}
 	wg.Wait()
-	secs := time.Since(start).Seconds()
-	return tokens.Load(), secs, float64(busyNs.Load()) / 1e9 / secs / float64(workers), firstErr
+	p.tokens, p.secs = tokens.Load(), time.Since(start).Seconds()
+	p.busy = float64(busyNs.Load()) / 1e9 / p.secs / float64(workers)
+	return p, firstErr
 }
