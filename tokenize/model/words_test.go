@@ -10,14 +10,7 @@ import (
 func TestEncodeWordsMatchesEncode(t *testing.T) {
 	for _, name := range []string{"llama3", "llama2", "gpt4o", "qwen3"} {
 		t.Run(name, func(t *testing.T) {
-			raw, err := fixtureModelJSON(fixturesDir(t), name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := FromJSON(raw, "model", Options{ByteLevel: byteLevelFixtures[name]})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := loadFixture(t, name)
 			words, _ := goSourceWords(t)
 			if max := 20_000; len(words) > max {
 				words = words[:max]
