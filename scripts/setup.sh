@@ -35,6 +35,14 @@ if ! .venv/bin/python -c 'import gload, os, sys; sys.exit(os.path.dirname(gload.
 	step "pip install -e pyclient into .venv" \
 		.venv/bin/pip install --quiet --disable-pip-version-check --no-deps -e pyclient --config-settings editable_mode=compat
 fi
+# The Python client's native batch copier (pyclient/gload/_copier.c: plain C, no Python API, so one build serves every
+# Python of this machine; pip builds it too when it installs the package): under a second.
+if [[ ! pyclient/gload/_copier.so -nt pyclient/gload/_copier.c ]]; then
+	need cc
+	step "cc pyclient/gload/_copier.c (the Python client's native batch copier)" \
+		cc -O3 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden -o pyclient/gload/_copier.so \
+		pyclient/gload/_copier.c -ldl -lpthread
+fi
 if [[ ${SETUP_TEST:-0} == 1 ]]; then
 	# The Python client's suite also runs against the oldest supported grpcio/protobuf/numpy (make test-py), with
 	# Debian's CPU torch 1.13 (the oldest torch supported): a few hundred MB from apt instead of PyPI's CUDA wheels.

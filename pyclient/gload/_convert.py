@@ -118,8 +118,6 @@ class Converter:
                     (np.int64, torch.int64), (np.int32, torch.int32), (np.int16, torch.int16),
                     (np.uint8, torch.uint8), (np.bool_, torch.bool), (np.float32, torch.float32),
                     (np.float16, torch.float16))}
-                if ring is not None:
-                    ring.register_cuda()
             elif device is not None:
                 self.device = torch.device(device)
 
@@ -371,12 +369,12 @@ class Converter:
         batch's device buffer (allocated on the side stream, its copy already done) is used on the caller's current
         stream; with static_buffers the batch moves into the buffers kept for its shape."""
         if self.cuda:
-            import torch
-
-            cur = torch.cuda.current_stream(self.device)
-            gpu = self._pending.pop(id(batch), None)
+            gpu = self._pending.pop(id(batch), None)  # (None for the native copier's batches)
             if gpu is not None:
-                gpu.record_stream(cur)  # every tensor of the batch is a view of it (copied: nothing to wait for)
+                import torch
+
+                # every tensor of the batch is a view of it (copied: nothing to wait for)
+                gpu.record_stream(torch.cuda.current_stream(self.device))
             if self.static_buffers:
                 self._into_static(batch)
 

@@ -1,5 +1,5 @@
 """The client side of the shared-memory transport: a server's ring file mapped read-only, with numpy (and torch)
-views of its slots, optionally registered with CUDA so that host-to-device copies from it are DMA from pinned memory.
+views of its slots (CUDA batches are made from them on the host and copied to the device from pinned staging memory).
 
 Lifetimes: views of a slot are only valid until the slot is acknowledged (the server then writes the next batch into
 it), and the mapping cannot be closed while any view is alive (``mmap.close`` raises ``BufferError``), so the client
@@ -27,11 +27,6 @@ SERVER_WAITING = 8
 CLIENT_WAITING = 16
 HEADER_START = 64
 HEADER_BYTES = 64
-
-# cudaHostRegister flags (cuda_runtime_api.h).
-_CUDA_HOST_REGISTER_DEFAULT = 0
-_CUDA_HOST_REGISTER_READ_ONLY = 8
-
 
 class Ring:
     """A read-only mapping of a server's ring of ``slots`` slots of ``slot_bytes`` bytes each."""
@@ -75,8 +70,6 @@ class Ring:
             self.server_waiting = np.frombuffer(self._ctl_mm, dtype="<u4", count=1, offset=SERVER_WAITING)
             self.client_waiting = np.frombuffer(self._ctl_mm, dtype="<u4", count=1, offset=CLIENT_WAITING)
         self._torch: Any = None  # torch.uint8 tensor over the whole ring, made on demand
-        self._registered = False
-        self.pinned = False
 
     @property
     def address(self) -> int:
@@ -129,48 +122,11 @@ class Ring:
         start = slot * self.slot_bytes + offset
         return start, start + nbytes
 
-    def register_cuda(self) -> bool:
-        """Page-locks the mapping for CUDA (cudaHostRegister), once, so that copies from it are DMA at full
-        bandwidth. Returns whether it worked; without it copies still work, staged by the driver.
-
-        The mapping is read-only, so it is registered with cudaHostRegisterReadOnly first (a plain registration
-        of read-only pages fails). A failed attempt leaves an error in the CUDA runtime's last-error slot, which
-        the next CUDA call would report as its own: it is cleared."""
-        if self._registered:
-            return self.pinned
-        import torch
-
-        self._registered = True
-        cudart = torch.cuda.cudart()
-        size = self.slots * self.slot_bytes
-        errors = []
-        for flags in (_CUDA_HOST_REGISTER_READ_ONLY, _CUDA_HOST_REGISTER_DEFAULT):
-            err = cudart.cudaHostRegister(self.address, size, flags)
-            if int(getattr(err, "value", err)) == 0:
-                self.pinned = True
-                break
-            errors.append(f"flags {flags}: {err}")
-        if errors:
-            _clear_cuda_error(cudart)
-        if not self.pinned:
-            log.warning("gload: cudaHostRegister of ring %s (%d bytes) failed (%s); copies from it will be staged "
-                        "by the driver", self.path, size, "; ".join(errors))
-        return self.pinned
-
-    def unregister_cuda(self) -> None:
-        """Undoes register_cuda (for a fallback after a failed copy)."""
-        if self.pinned:
-            import torch
-
-            torch.cuda.cudart().cudaHostUnregister(self.address)
-            self.pinned = False
-
     def close(self) -> None:
-        """Unregisters the ring from CUDA and unmaps it. Views handed out earlier must be gone; if some are still
+        """Unmaps the ring. Views handed out earlier must be gone; if some are still
         alive the mapping is left to the garbage collector (the server removes the file in any case)."""
         if self._mm is None:
             return
-        self.unregister_cuda()
         self._torch = None
         self._bytes = None
         self.headers = None
@@ -188,27 +144,3 @@ class Ring:
             mm.close()
         except BufferError:
             log.debug("gload: ring %s still has views; unmapped when they are gone", self.path)
-
-
-def _clear_cuda_error(cudart: Any) -> None:
-    """Resets the CUDA runtime's last error (cudaGetLastError) after a failed call made outside torch."""
-    get = getattr(cudart, "cudaGetLastError", None)
-    if get is not None:
-        get()
-        return
-    try:
-        import ctypes
-
-        import torch
-
-        # The runtime torch loaded: its cudaGetLastError clears the thread's last error.
-        for name in ("libcudart.so", *(f"libcudart.so.{v}" for v in (13, 12, 11))):
-            try:
-                lib = ctypes.CDLL(name, mode=ctypes.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
-            except OSError:
-                continue
-            lib.cudaGetLastError()
-            return
-        torch.cuda.synchronize()
-    except Exception:  # noqa: BLE001 - best effort
-        pass

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Union
 
 import grpc
 
-from . import _futex
+from . import _futex, _native
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
 from ._ring import HEADER_BYTES, HEADER_START, SERVER_WAITING, Ring
@@ -123,6 +123,11 @@ class Stream:
         # CUDA doorbell streams: a thread takes batches from the ring, copies them to the device (a host wait for
         # the copy there, not in the training loop), returns the slot and queues the batch.
         self._ring_reader: Optional[threading.Thread] = None
+        # Doorbell streams the native copier serves (gload/_native.py): its thread converts batches ahead, with no
+        # Python in it; made on the first take() (on the iterating thread, whose CUDA stream the batches join).
+        self.native = False
+        self.native_why = ""  # why a doorbell stream is not served by it ('' when it is)
+        self._copier: Optional[_native.Copier] = None
         # zero_copy doorbell streams: the batch handed out last, whose slot goes back at the next get().
         self._held: Optional[int] = None
         self._grpc_ended = False
@@ -221,15 +226,20 @@ class Stream:
             # otherwise its own timed poll (at most every 0.5 ms) sees the released slots in time, and next()
             # does not pay for a futex wake (microseconds; more in a VM) every half ring.
             self._low_water = max(1, o.slots // 2)
-            if self.converter.cuda:
-                self._ring_reader = threading.Thread(target=self._read_ring, name="gload-ring-reader", daemon=True)
-            else:
-                self.converter.zero_copy = self.converter.zero_copy_wanted
-                self.on_caller_thread = True
         if len(o.source_offsets) > 0:
             import numpy as np
 
             self.converter.source_offsets = np.asarray(list(o.source_offsets), dtype=np.int64)
+        if self.doorbell:
+            self.native_why = _native.supports(self.converter)
+            if not self.native_why:
+                self.native = True
+                self.on_caller_thread = True
+            elif self.converter.cuda:
+                self._ring_reader = threading.Thread(target=self._read_ring, name="gload-ring-reader", daemon=True)
+            else:
+                self.converter.zero_copy = self.converter.zero_copy_wanted
+                self.on_caller_thread = True
         self.opened = o
         self._opened_event.set()
         if self._ring_reader is not None:
@@ -267,15 +277,56 @@ class Stream:
         seq = self._next_seq
         if seq >= self._batches:
             return self._get_failure_or_end(timeout)  # the end message follows the last batch's word at once
+        if self.native:
+            return self._wait_native(seq, timeout)
         self._wait_slot(seq, timeout)
         r = self.take()
         assert r is not None
         return r
 
+    def _take_native(self) -> Optional[Ready]:
+        """take() of a stream the native copier serves: batch seq if the copier has made it."""
+        c = self._copier
+        if c is None:
+            assert self.converter is not None and self.ring is not None and self.opened is not None
+            c = self._copier = _native.Copier(self.converter, self.ring, self.opened.layout, self.opened)
+        seq = self._next_seq
+        if seq >= self._batches:
+            return None
+        got = c.take(seq)
+        if got is None:
+            return None
+        data, info = got
+        self._next_seq = seq + 1
+        conv = self.converter
+        assert conv is not None
+        if conv.stored_labels:
+            conv._label_counts[id(data)] = (int(info[_native.I_TRAINED]), int(info[_native.I_REAL]))
+        return Ready(data, seq, seq % self._nslots, int(info[_native.I_RANK_STEP]), int(info[_native.I_GLOBAL]))
+
+    def _wait_native(self, seq: int, timeout: Optional[float]) -> Ready:
+        """Waits for the copier to make batch seq, looking at the stream's queue (failures, the end) every
+        millisecond at most; queue.Empty at the timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        c = self._copier
+        assert c is not None
+        while True:
+            if not self._in.empty():
+                self._get_failure_or_end(0)
+            left = 1e-3 if deadline is None else min(1e-3, deadline - time.monotonic())
+            if left <= 0:
+                raise queue.Empty
+            c.wait(seq, left)
+            r = self._take_native()
+            if r is not None:
+                return r
+
     def take(self) -> Optional[Ready]:
         """Doorbell streams without a ring reader: the next batch if its slot already holds it, else None (not
         announced yet, or past the stream's last batch; the caller then waits with :meth:`get`). Releases the slot
         of a zero_copy batch handed out before."""
+        if self.native:
+            return self._take_native()
         held = self._held
         if held is not None:  # zero_copy: the last batch's views end here
             self._held = None
@@ -353,6 +404,8 @@ class Stream:
     def ack(self, r: Ready) -> None:
         """Hands r's credit (and slot) back to the server."""
         if self.doorbell:
+            if self.native:
+                return  # (the copier returned the slot when its batch was made)
             if self.converter is not None and self.converter.zero_copy:
                 self._held = r.seq  # its views are the caller's until the next get()
             elif self._ring_reader is None:  # (the ring reader returned the slot when its copy was done)
@@ -456,6 +509,9 @@ class Stream:
         if self._reader is not threading.current_thread():
             self._reader.join(timeout=10)
             self._call = None  # the call's request iterator refers to this object: break the cycle
+        if self._copier is not None:
+            self._copier.close()  # its thread stops before the ring is unmapped
+            self._copier = None
         # Drop queued batches before closing the mapping they may still reference (they hold copies, but be sure).
         while True:
             try:

@@ -139,17 +139,21 @@ def test_cuda(server, datasets, transport, policy):
 
 
 @cuda
-def test_cuda_ring_pinned(server):
+def test_cuda_shm_is_served_by_the_native_copier(server):
     with make(server, "shm", device="cuda", batch_size=4) as l:
         next(iter(l))
-        assert l._stream.ring.pinned, "cudaHostRegister of the ring failed"
+        assert l._stream.native, l._stream.native_why
 
 
 @cuda
-def test_cuda_doorbell_no_host_wait(server, datasets):
-    """device='cuda' over shm is a doorbell stream read by the ring-reader thread: the copy out of the slot is queued
-    on a side stream, its slot goes back once the copy's event fired (in order), and the epoch is exact while the training stream is kept
-    busy (a long kernel queued before each next(): the copies on the side stream must not wait for it)."""
+@pytest.mark.parametrize("native", [True, False], ids=["native-copier", "ring-reader"])
+def test_cuda_doorbell_no_host_wait(server, datasets, monkeypatch, native):
+    """device='cuda' over shm is a doorbell stream read by the native copier's thread (or, without it, the ring-reader
+    thread): the copy out of the slot is queued on a side stream, the slot goes back in order, and the epoch is exact
+    while the training stream is kept busy (a long kernel queued before each next(): the copies on the side stream
+    must not wait for it on the host)."""
+    if not native:
+        monkeypatch.setattr(gload._native, "AVAILABLE", False)
     busy = torch.randn(2048, 2048, device="cuda")
     with make(server, "shm", device="cuda", prefetch=2, batch_size=4) as g, make(server, "shm", batch_size=4) as c:
         it = iter(g)
@@ -160,7 +164,7 @@ def test_cuda_doorbell_no_host_wait(server, datasets):
             gb.append({k: v.clone() for k, v in b.items()})
             st = g._stream
             if st is not None:
-                assert st.doorbell and st._ring_reader is not None, "cuda over shm must read the ring itself"
+                assert st.doorbell and (st.native if native else st._ring_reader is not None), st.native_why
         cb = list(c)
     torch.cuda.synchronize()
     assert len(gb) == len(cb)
