@@ -133,6 +133,55 @@ def test_field_past_the_slot_is_an_error(field):
         _native.convert_one(cfg, slot, words)
 
 
+def _guarded(nbytes):
+    """nbytes of memory ending right before a PROT_NONE page: a read past them kills the process (a failed test)."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    size = (nbytes + page - 1) // page * page
+    mm = mmap.mmap(-1, size + page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mprotect(ctypes.c_void_p(base + size), ctypes.c_size_t(page), 0) == 0, ctypes.get_errno()
+    arr = np.frombuffer(mm, dtype=np.uint8, count=nbytes, offset=size - nbytes)
+    return mm, arr
+
+
+def test_garbled_headers_and_layouts_stay_inside_the_slot():
+    """Random header words (shapes, pieces, cu_len up to 2^32-1) and random layouts (offsets inside, at and past the
+    slot's end) against a slot that ends at a guard page: every call returns a batch or an error, none reads past the
+    slot (that would be a crash)."""
+    rng = np.random.default_rng(3)
+    slot_bytes = 3 * 4096 - 8
+    mm, slot = _guarded(slot_bytes)
+    slot[:] = rng.integers(0, 256, slot_bytes, dtype=np.uint8)
+    ok = errors = 0
+    for i in range(3000):
+        keys = tuple(k for k in _native.KEYS if rng.random() < 0.6) or ("input_ids",)
+        ref = _convert.Converter(tensors="np", device=None, dtypes={}, labels="labels" in keys, position_start=0,
+                                 keys=keys, ring=None, layout=None, shift_labels=bool(i % 2))
+        ref.stored_labels = bool(rng.random() < 0.5)
+        layout = pb.SlotLayout()
+        for name in _native._FIELDS:
+            r = rng.random()
+            setattr(layout, name, int(rng.integers(0, slot_bytes // 8)) if r < 0.8 else
+                    int(rng.choice([rng.integers(0, slot_bytes + 64), slot_bytes])))
+        small = lambda hi: int(rng.integers(0, hi) if rng.random() < 0.9 else rng.integers(0, 2**32))  # noqa: E731
+        rows, length, pieces, cu = small(8), small(40), small(8), small(8) * int(rng.random() < 0.5)
+        words = (1, 0, 0, rows | length << 32, pieces | cu << 32, 0)
+        cfg = _native.config_for(_Conv(ref, keys), None, layout, None, 1)
+        cfg.slot_bytes = slot_bytes
+        try:
+            _native.convert_one(cfg, slot, words)
+            ok += 1
+        except gload.errors.ProtocolError:
+            errors += 1
+    assert ok > 300 and errors > 300, (ok, errors)
+    del slot
+    mm.close()
+
+
 def _epoch(addr, dataset, transport, **kw):
     loader = gload.Loader(addr, dataset, transport=transport, **kw)
     batches = list(loader)
