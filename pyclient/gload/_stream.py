@@ -128,6 +128,7 @@ class Stream:
         self.native = False
         self.native_why = ""  # why a doorbell stream is not served by it ('' when it is)
         self._copier: Optional[_native.Copier] = None
+        self._copier_lock = threading.Lock()  # its making (first take) against close() from another thread
         # zero_copy doorbell streams: the batch handed out last, whose slot goes back at the next get().
         self._held: Optional[int] = None
         self._grpc_ended = False
@@ -288,8 +289,11 @@ class Stream:
         """take() of a stream the native copier serves: batch seq if the copier has made it."""
         c = self._copier
         if c is None:
-            assert self.converter is not None and self.ring is not None and self.opened is not None
-            c = self._copier = _native.Copier(self.converter, self.ring, self.opened.layout, self.opened)
+            with self._copier_lock:
+                if self._closed:
+                    raise ProtocolError(f"stream to {self.addr} is closed")
+                assert self.converter is not None and self.ring is not None and self.opened is not None
+                c = self._copier = _native.Copier(self.converter, self.ring, self.opened.layout, self.opened)
         seq = self._next_seq
         if seq >= self._batches:
             return None
@@ -309,7 +313,8 @@ class Stream:
         millisecond at most; queue.Empty at the timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         c = self._copier
-        assert c is not None
+        if c is None:
+            raise ProtocolError(f"stream to {self.addr} is closed")
         while True:
             if not self._in.empty():
                 self._get_failure_or_end(0)
@@ -509,9 +514,10 @@ class Stream:
         if self._reader is not threading.current_thread():
             self._reader.join(timeout=10)
             self._call = None  # the call's request iterator refers to this object: break the cycle
-        if self._copier is not None:
-            self._copier.close()  # its thread stops before the ring is unmapped
-            self._copier = None
+        with self._copier_lock:
+            if self._copier is not None:
+                self._copier.close()  # its thread stops before the ring is unmapped
+                self._copier = None
         # Drop queued batches before closing the mapping they may still reference (they hold copies, but be sure).
         while True:
             try:
