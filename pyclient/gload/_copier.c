@@ -40,15 +40,17 @@ enum {
 	I_ERROR = I_OFF + K_COUNT, I_NEED, I_DETAIL, I_WORDS
 };
 /* Errors (I_ERROR). */
-enum { E_NONE, E_SLOT_CHANGED, E_FIELD_OVERFLOW, E_EMPTY_SHAPE, E_CUDA, E_NOMEM };
+enum { E_NONE, E_SLOT_CHANGED, E_FIELD_OVERFLOW, E_EMPTY_SHAPE, E_CUDA };
 
 #define HEADER_WORDS 8
 #define ABSENT UINT64_MAX
 
-
 typedef struct {
 	int (*ctx_set)(void *);
+	int (*ctx_push)(void *);
+	int (*ctx_pop)(void **);
 	int (*primary_retain)(void **, int);
+	int (*primary_release)(int);
 	int (*device_get)(int *, int);
 	int (*mem_host_alloc)(void **, size_t, unsigned);
 	int (*mem_free_host)(void *);
@@ -101,7 +103,8 @@ typedef struct {
 typedef struct {
 	config cfg;
 	cuda_api cu;
-	void *ctx;
+	void *ctx; /* the device's primary context, retained (CUDA) */
+	int dev;
 	entry *e;
 	pthread_t thread;
 	int started;
@@ -492,7 +495,10 @@ static int load_cuda(copier *c)
 		return -1;
 	}
 	LOAD(ctx_set, "cuCtxSetCurrent");
+	LOAD(ctx_push, "cuCtxPushCurrent_v2");
+	LOAD(ctx_pop, "cuCtxPopCurrent_v2");
 	LOAD(primary_retain, "cuDevicePrimaryCtxRetain");
+	LOAD(primary_release, "cuDevicePrimaryCtxRelease_v2");
 	LOAD(device_get, "cuDeviceGet");
 	LOAD(mem_host_alloc, "cuMemHostAlloc");
 	LOAD(mem_free_host, "cuMemFreeHost");
@@ -502,23 +508,27 @@ static int load_cuda(copier *c)
 	LOAD(event_record, "cuEventRecord");
 	LOAD(event_sync, "cuEventSynchronize");
 	LOAD(stream_wait, "cuStreamWaitEvent");
-	int dev = 0;
-	if (c->cu.device_get(&dev, c->cfg.device) != 0 || c->cu.primary_retain(&c->ctx, dev) != 0) {
+	if (c->cu.device_get(&c->dev, c->cfg.device) != 0 || c->cu.primary_retain(&c->ctx, c->dev) != 0) {
 		snprintf(c->err, sizeof c->err, "CUDA device %d: no primary context", c->cfg.device);
 		return -1;
 	}
-	if (c->cu.ctx_set(c->ctx) != 0) { /* the device's primary context (torch's) on the creating thread */
-		snprintf(c->err, sizeof c->err, "cuCtxSetCurrent failed");
+	/* The device's primary context (torch's) around the calls made on the client's threads, whatever device is
+	 * current there. */
+	if (c->cu.ctx_push(c->ctx) != 0) {
+		snprintf(c->err, sizeof c->err, "cuCtxPushCurrent failed");
 		return -1;
 	}
-	for (uint32_t i = 0; i < c->cfg.entries; i++) {
+	int rc = 0;
+	for (uint32_t i = 0; i < c->cfg.entries && rc == 0; i++) {
 		/* CU_EVENT_DISABLE_TIMING = 2 */
 		if (c->cu.event_create(&c->e[i].copied, 2) != 0 || c->cu.event_create(&c->e[i].fence, 2) != 0) {
-			snprintf(c->err, sizeof c->err, "cuEventCreate failed (is a CUDA context current?)");
-			return -1;
+			snprintf(c->err, sizeof c->err, "cuEventCreate failed");
+			rc = -1;
 		}
 	}
-	return 0;
+	void *popped = NULL;
+	c->cu.ctx_pop(&popped);
+	return rc;
 }
 
 /* A copier for cfg (copied); NULL with err filled on failure. Called on a thread where CUDA is current (CUDA). */
@@ -561,7 +571,12 @@ static int give(copier *c, uint32_t i, uint64_t out, uint64_t cap, uint64_t stre
 	e->out = out;
 	e->cap = cap;
 	if (c->cfg.cuda) {
-		int rc = c->cu.event_record(e->fence, (void *)stream);
+		void *popped = NULL;
+		int rc = c->cu.ctx_push(c->ctx);
+		if (rc == 0) {
+			rc = c->cu.event_record(e->fence, (void *)stream);
+			c->cu.ctx_pop(&popped);
+		}
 		if (rc != 0)
 			return rc;
 		e->fence_set = 1;
@@ -597,7 +612,15 @@ GL_EXPORT int gl_take(copier *c, uint64_t seq, uint64_t stream, uint64_t *info, 
 		memcpy(info, e->info, sizeof e->info);
 	if (s != S_READY)
 		return (int)s;
-	int rc = c->cfg.cuda ? c->cu.stream_wait((void *)stream, e->copied, 0) : 0;
+	int rc = 0;
+	if (c->cfg.cuda) {
+		void *popped = NULL;
+		rc = c->cu.ctx_push(c->ctx);
+		if (rc == 0) {
+			rc = c->cu.stream_wait((void *)stream, e->copied, 0);
+			c->cu.ctx_pop(&popped);
+		}
+	}
 	if (rc == 0)
 		rc = give(c, i, out, cap, stream);
 	if (rc != 0) {
@@ -651,7 +674,7 @@ GL_EXPORT void gl_free(copier *c)
 	futex_wake(&c->gave);
 	if (c->started)
 		pthread_join(c->thread, NULL);
-	if (c->cfg.cuda) {
+	if (c->cfg.cuda && c->cu.ctx_push(c->ctx) == 0) { /* (at interpreter exit the driver may be gone: leaked) */
 		for (uint32_t i = 0; i < c->cfg.entries; i++) {
 			entry *e = &c->e[i];
 			if (e->copied_set)
@@ -663,6 +686,9 @@ GL_EXPORT void gl_free(copier *c)
 			if (e->fence)
 				c->cu.event_destroy(e->fence);
 		}
+		void *popped = NULL;
+		c->cu.ctx_pop(&popped);
+		c->cu.primary_release(c->dev);
 	}
 	free(c->e);
 	free(c);

@@ -45,7 +45,7 @@ I_DETAIL = I_ERROR + 2
 I_WORDS = I_ERROR + 3
 _ABSENT = 2**64 - 1
 _ERRORS = {1: "the slot changed while its batch was read", 2: "a buffer does not fit its slot",
-           3: "an empty shape", 4: "a CUDA call failed", 5: "out of memory"}
+           3: "an empty shape", 4: "a CUDA call failed"}
 
 SPIN_US = 20  # how long either side spins (yielding) before it sleeps in a futex
 

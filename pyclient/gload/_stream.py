@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import struct
 import sys
@@ -17,6 +18,8 @@ from ._convert import Converter
 from ._proto import gload_pb2 as pb
 from ._ring import HEADER_BYTES, HEADER_START, SERVER_WAITING, Ring
 from .errors import ProtocolError, ServerUnavailable, translate
+
+log = logging.getLogger("gload")
 
 # Items the reader thread queues besides converted batches.
 _END = object()
@@ -293,7 +296,14 @@ class Stream:
                 if self._closed:
                     raise ProtocolError(f"stream to {self.addr} is closed")
                 assert self.converter is not None and self.ring is not None and self.opened is not None
-                c = self._copier = _native.Copier(self.converter, self.ring, self.opened.layout, self.opened)
+                try:
+                    c = self._copier = _native.Copier(self.converter, self.ring, self.opened.layout, self.opened)
+                except ProtocolError as e:  # (nothing was taken from the ring yet)
+                    # The Python conversion on this thread serves the stream (CUDA included: slower, the copy's
+                    # host wait in next(), but whole).
+                    log.warning("gload: %s; this stream is converted in Python", e)
+                    self.native, self.native_why = False, str(e)
+                    return self.take()
         seq = self._next_seq
         if seq >= self._batches:
             return None

@@ -253,6 +253,22 @@ def test_kept_batches_are_never_rewritten(server: Server):
     assert reused > 0, "no buffer was given to the copier again"
 
 
+def test_a_copier_that_cannot_start_leaves_the_python_path(server: Server, monkeypatch, caplog):
+    """The copier failing to start (a CUDA driver without its calls, say) costs a warning, not the epoch: the stream
+    is converted in Python, the same batches."""
+    def broken(self, *args, **kw):
+        raise gload.errors.ProtocolError("native copier: libcuda.so.1 has no cuCtxPushCurrent_v2")
+
+    kw = dict(batch_size=8, seed=4, labels=True)
+    _, ref = _epoch(server.addr, "small", "grpc", **kw)
+    monkeypatch.setattr(_native.Copier, "__init__", broken)
+    monkeypatch.setattr(_native.Copier, "__del__", lambda self: None)
+    with caplog.at_level("WARNING", logger="gload"):
+        loader, got = _epoch(server.addr, "small", "shm", **kw)
+    _same(got, ref)
+    assert "converted in Python" in caplog.text
+
+
 def _burn(stop):
     while not stop.is_set():
         sum(i * i for i in range(10000))
