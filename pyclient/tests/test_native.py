@@ -234,7 +234,8 @@ def test_kept_batches_are_never_rewritten(server: Server):
     """The copier's numpy buffers come back to it only when nothing refers to them: batches (or one key of them, or a
     view of a key) kept across the epoch still hold what they held when handed out, while the dropped ones' buffers
     are reused."""
-    loader = gload.Loader(server.addr, "small", batch_size=4, transport="shm", prefetch=4, labels=True)
+    loader = gload.Loader(server.addr, "small", batch_size=4, transport="shm", prefetch=4, labels=True,
+                          return_tensors="np")
     kept, copies = [], []
     reused = 0
     for n, b in enumerate(loader):
