@@ -1,8 +1,9 @@
 /*
  * gload's native batch copier: a thread with no Python in it that takes doorbell batches out of a shared-memory
  * ring (loader/shm/doorbell.go), makes the keys a training loop asked for (input_ids, attention_mask, labels,
- * position_ids, cu_seqlens, index, lengths; int32 or int64) into an output buffer the Python client gave it, returns
- * the slot to the server, and marks the batch ready. With CUDA the keys are made in a pinned staging buffer and one
+ * position_ids, cu_seqlens, index, lengths; int32 or int64; for a mixture the index split per source, the source key
+ * and the rows and tokens per source) into an output buffer the Python client gave it, returns the slot to the
+ * server, and marks the batch ready. With CUDA the keys are made in a pinned staging buffer and one
  * DMA on a side stream takes them to a device buffer, recorded with an event that next() makes the training stream
  * wait on (no host sync anywhere). next() then costs the loop a ready check, that wait and the tensor views: no
  * Python thread converts batches, so nothing waits for the GIL while the loop holds it.
@@ -28,7 +29,7 @@
 #define GL_EXPORT __attribute__((visibility("default")))
 
 /* Keys, in the codes gload/_native.py uses. */
-enum { K_IDS, K_MASK, K_LABELS, K_POS, K_CU, K_INDEX, K_LENGTHS, K_COUNT };
+enum { K_IDS, K_MASK, K_LABELS, K_POS, K_CU, K_INDEX, K_LENGTHS, K_SOURCE, K_COUNT };
 /* Slot fields, in SlotLayout's order as the Python side passes them. */
 enum { F_IDS, F_LENGTHS, F_INDEX, F_POS, F_CU, F_LABELS, F_COUNT };
 /* Entry states (a futex word). */
@@ -37,10 +38,12 @@ enum { S_EMPTY = 0, S_FREE = 1, S_FILLING = 2, S_READY = 3, S_FAILED = 4, S_NEED
 enum {
 	I_SEQ, I_GLOBAL, I_RANK_STEP, I_ROWS, I_LENGTH, I_PIECES, I_CU_LEN, I_TRAINED, I_REAL, I_BYTES,
 	I_OFF, /* K_COUNT offsets follow: UINT64_MAX where the key is absent */
-	I_ERROR = I_OFF + K_COUNT, I_NEED, I_DETAIL, I_WORDS
+	I_ERROR = I_OFF + K_COUNT, I_NEED, I_DETAIL,
+	I_COUNTS, /* mixtures: where the rows and tokens per source are (after the keys, not copied to a device) */
+	I_WORDS
 };
 /* Errors (I_ERROR). */
-enum { E_NONE, E_SLOT_CHANGED, E_FIELD_OVERFLOW, E_EMPTY_SHAPE, E_CUDA };
+enum { E_NONE, E_SLOT_CHANGED, E_FIELD_OVERFLOW, E_EMPTY_SHAPE, E_CUDA, E_SOURCE };
 
 #define HEADER_WORDS 8
 #define ABSENT UINT64_MAX
@@ -73,6 +76,7 @@ typedef struct {
 	int fence_set, copied_set;
 	uint8_t *staging;  /* CUDA: pinned */
 	uint64_t staging_cap;
+	const uint8_t *counts; /* mixtures: the batch's counts, in out or staging */
 } entry;
 
 /* What gload/_native.py fills in (the same struct there). */
@@ -98,6 +102,9 @@ typedef struct {
 	int32_t device;
 	uint64_t side_stream;
 	int32_t spin_us;
+	uint32_t sources;        /* mixtures: how many; 0 otherwise */
+	uint64_t source_offsets; /* mixtures: address of sources int64 offsets (index v is row v - offsets[s] of s) */
+	uint64_t counts_out;     /* mixtures: where gl_take copies a batch's rows and tokens per source (2 × sources) */
 } config;
 
 typedef struct {
@@ -272,7 +279,8 @@ GL_EXPORT int gl_convert(const config *cfg, const uint8_t *slot, const uint64_t 
 	const int32_t *lens = (const int32_t *)(slot + cfg->field_off[F_LENGTHS]);
 	const int32_t *pos = (const int32_t *)(slot + cfg->field_off[F_POS]);
 	const int32_t *stored = (const int32_t *)(slot + cfg->field_off[F_LABELS]);
-	uint64_t elems[K_COUNT] = {cells, cells, cells, packed ? cells : 0, packed ? cu_len : 0, pieces, rows};
+	uint64_t elems[K_COUNT] = {cells, cells, cells, packed ? cells : 0, packed ? cu_len : 0, pieces, rows, pieces};
+	uint64_t nsrc = cfg->sources;
 	int present[K_COUNT];
 	uint64_t end = 0;
 	for (int k = 0; k < K_COUNT; k++) {
@@ -281,7 +289,7 @@ GL_EXPORT int gl_convert(const config *cfg, const uint8_t *slot, const uint64_t 
 	}
 	for (int i = 0; i < K_COUNT && cfg->key_order[i] >= 0; i++) {
 		int k = cfg->key_order[i];
-		if (cfg->key_bytes[k] == 0 || ((k == K_POS || k == K_CU) && !packed))
+		if (cfg->key_bytes[k] == 0 || ((k == K_POS || k == K_CU) && !packed) || (k == K_SOURCE && !nsrc))
 			continue;
 		present[k] = 1;
 		info[I_OFF + k] = end;
@@ -297,8 +305,13 @@ GL_EXPORT int gl_convert(const config *cfg, const uint8_t *slot, const uint64_t 
 	}
 	info[I_REAL] = real;
 	info[I_BYTES] = end;
-	info[I_NEED] = end;
-	if (end > cap)
+	info[I_COUNTS] = end;
+	info[I_NEED] = end + 16 * nsrc;
+	if (nsrc && !packed && pieces != rows) {
+		info[I_DETAIL] = F_INDEX;
+		return E_FIELD_OVERFLOW;
+	}
+	if (info[I_NEED] > cap)
 		return -1; /* the caller gives a larger buffer */
 	if (present[K_IDS])
 		put_ints(out + info[I_OFF + K_IDS], cfg->key_bytes[K_IDS], ids, cells);
@@ -353,7 +366,39 @@ GL_EXPORT int gl_convert(const config *cfg, const uint8_t *slot, const uint64_t 
 	if (present[K_CU])
 		put_ints(out + info[I_OFF + K_CU], cfg->key_bytes[K_CU],
 			 (const int32_t *)(slot + cfg->field_off[F_CU]), cu_len);
-	if (present[K_INDEX]) {
+	if (nsrc) {
+		/* Converter._split_sources: source s of index entry v is the last s with offsets[s] <= v; the index handed
+		 * out is v - offsets[s]; rows (documents) and, unpacked, tokens are counted per source. */
+		const int64_t *offs = (const int64_t *)cfg->source_offsets;
+		const int64_t *idx = (const int64_t *)(slot + cfg->field_off[F_INDEX]);
+		int64_t *nrows = (int64_t *)(out + info[I_COUNTS]), *ntok = nrows + nsrc;
+		memset(nrows, 0, 16 * nsrc);
+		uint8_t *di = present[K_INDEX] ? out + info[I_OFF + K_INDEX] : NULL;
+		int64_t *ds = present[K_SOURCE] ? (int64_t *)(out + info[I_OFF + K_SOURCE]) : NULL;
+		for (uint64_t i = 0; i < pieces; i++) {
+			int64_t v = idx[i];
+			uint64_t lo = 0, hi = nsrc; /* first s with offsets[s] > v */
+			while (lo < hi) {
+				uint64_t mid = (lo + hi) / 2;
+				if (offs[mid] <= v)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo == 0) {
+				info[I_DETAIL] = i;
+				return E_SOURCE;
+			}
+			uint64_t src = lo - 1;
+			if (di)
+				put_one(di, cfg->key_bytes[K_INDEX], i, v - offs[src]);
+			if (ds)
+				ds[i] = (int64_t)src;
+			nrows[src]++;
+			if (!packed)
+				ntok[src] += lens[i];
+		}
+	} else if (present[K_INDEX]) {
 		uint8_t *d = out + info[I_OFF + K_INDEX];
 		const uint8_t *s = slot + cfg->field_off[F_INDEX];
 		if (cfg->key_bytes[K_INDEX] == 8) {
@@ -448,7 +493,8 @@ static void *run(void *arg)
 			}
 		}
 		if (rc != 0) {
-			const char *what = rc == E_EMPTY_SHAPE ? "empty shape" : "a field does not fit its slot";
+			const char *what = rc == E_EMPTY_SHAPE ? "empty shape" :
+					   rc == E_SOURCE ? "an index entry below the first source" : "a field does not fit its slot";
 			fail(c, e, rc, e->info[I_DETAIL], what);
 			return NULL;
 		}
@@ -456,6 +502,7 @@ static void *run(void *arg)
 			fail(c, e, E_SLOT_CHANGED, slot, "slot changed while its batch was read");
 			return NULL;
 		}
+		e->counts = dst + e->info[I_COUNTS];
 		release(c, seq);
 		if (cfg->cuda) {
 			/* The output buffer was allocated on the consumer's stream: the copy waits for that stream's position
@@ -612,6 +659,8 @@ GL_EXPORT int gl_take(copier *c, uint64_t seq, uint64_t stream, uint64_t *info, 
 		memcpy(info, e->info, sizeof e->info);
 	if (s != S_READY)
 		return (int)s;
+	if (c->cfg.sources) /* before the entry (and its staging buffer) goes back to the copier */
+		memcpy((void *)c->cfg.counts_out, e->counts, 16 * (size_t)c->cfg.sources);
 	int rc = 0;
 	if (c->cfg.cuda) {
 		void *popped = NULL;

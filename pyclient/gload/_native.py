@@ -28,12 +28,12 @@ from . import _keys
 from .errors import ProtocolError
 
 # Keys and slot fields in the library's codes.
-KEYS = ("input_ids", "attention_mask", "labels", "position_ids", "cu_seqlens", "index", "lengths")
+KEYS = ("input_ids", "attention_mask", "labels", "position_ids", "cu_seqlens", "index", "lengths", "source")
 _KEY_CODE = {k: i for i, k in enumerate(KEYS)}
 _FIELDS = ("input_ids", "lengths", "index", "position_ids", "cu_seqlens", "labels")
 _TWO_D = {"input_ids", "attention_mask", "labels", "position_ids"}
-_FIXED_BYTES = {"cu_seqlens": 4, "index": 8, "lengths": 4}
-_FIXED_DTYPE = {"cu_seqlens": np.dtype(np.int32), "index": np.dtype(np.int64), "lengths": np.dtype(np.int32)}
+_FIXED_DTYPE = {"cu_seqlens": np.dtype(np.int32), "index": np.dtype(np.int64), "lengths": np.dtype(np.int32),
+                "source": np.dtype(np.int64)}
 
 # Entry states and info words (the enums of _copier.c).
 S_EMPTY, S_FREE, S_FILLING, S_READY, S_FAILED, S_NEED = range(6)
@@ -42,10 +42,11 @@ I_OFF = 10
 I_ERROR = I_OFF + len(KEYS)
 I_NEED = I_ERROR + 1
 I_DETAIL = I_ERROR + 2
-I_WORDS = I_ERROR + 3
+I_COUNTS = I_ERROR + 3
+I_WORDS = I_ERROR + 4
 _ABSENT = 2**64 - 1
 _ERRORS = {1: "the slot changed while its batch was read", 2: "a buffer does not fit its slot",
-           3: "an empty shape", 4: "a CUDA call failed"}
+           3: "an empty shape", 4: "a CUDA call failed", 5: "an index entry below the mixture's first source"}
 
 SPIN_US = 20  # how long either side spins (yielding) before it sleeps in a futex
 
@@ -60,6 +61,7 @@ class Config(ctypes.Structure):
         ("stored_labels", ctypes.c_int32), ("shift_labels", ctypes.c_int32), ("ignore_index", ctypes.c_int64),
         ("position_start", ctypes.c_int32), ("cuda", ctypes.c_int32), ("device", ctypes.c_int32),
         ("side_stream", ctypes.c_uint64), ("spin_us", ctypes.c_int32),
+        ("sources", ctypes.c_uint32), ("source_offsets", ctypes.c_uint64), ("counts_out", ctypes.c_uint64),
     ]
 
 
@@ -100,16 +102,12 @@ AVAILABLE = _free is not None
 
 def supports(conv: Any) -> str:
     """Why the copier cannot serve the converter's stream ('' when it can): its keys and dtypes are the copier's
-    (int32 or int64; no mixture source), no zero_copy views."""
+    (int32 or int64), no zero_copy views."""
     if not AVAILABLE:
         return WHY_NOT or "turned off"
     if conv.zero_copy_wanted:
         return "zero_copy views are the ring's own memory"
-    if conv.source_offsets is not None:
-        return "mixtures (the source split is made in Python)"
     for k in conv.keys:
-        if k == "source":
-            continue  # (a mixture's key: absent from other batches)
         if k not in _KEY_CODE:
             return f"key {k!r}"
         if k in _TWO_D and np.dtype(conv._dtypes.get(k, np.int64)).itemsize not in (4, 8):
@@ -142,9 +140,14 @@ def config_for(conv: Any, ring: Any, layout: Any, opened: Any, entries: int) -> 
     c.entries = entries
     for i in range(len(KEYS)):
         c.key_order[i] = -1
-    for i, k in enumerate(k for k in conv.keys if k in _KEY_CODE):
+    for i, k in enumerate(conv.keys):
         c.key_order[i] = _KEY_CODE[k]
         c.key_bytes[_KEY_CODE[k]] = _key_dtype(conv, k).itemsize
+    offs = conv.source_offsets
+    if offs is not None:  # (an int64 array the converter keeps)
+        assert offs.dtype == np.int64 and offs.flags.c_contiguous
+        c.sources = len(offs)
+        c.source_offsets = offs.ctypes.data
     c.stored_labels = int(conv.stored_labels)
     c.shift_labels = int(conv.shift_labels)
     c.ignore_index = conv.ignore_index
@@ -188,7 +191,11 @@ class Copier:
         self.entries = max(1, min(ring.slots, 16))
         self.cfg = config_for(conv, ring, layout, opened, self.entries)
         self.cuda = bool(conv.cuda)
-        self._keys = [(k, _KEY_CODE[k], _key_dtype(conv, k)) for k in conv.keys if k in _KEY_CODE]
+        self._keys = [(k, _KEY_CODE[k], _key_dtype(conv, k)) for k in conv.keys]
+        # Mixtures: the rows and tokens per source of the batch taken last (copied here by the library).
+        self.sources = int(self.cfg.sources)
+        self._counts = np.zeros(2 * max(1, self.sources), dtype=np.int64)
+        self.cfg.counts_out = self._counts.ctypes.data
         self._info = np.zeros(I_WORDS, dtype=np.uint64)
         self._info_addr = int(self._info.ctypes.data)
         self._bufs: list = [None] * self.entries
@@ -241,6 +248,7 @@ class Copier:
         for k, _, dt in self._keys:
             count = cells if k in _TWO_D else (rows + 1 if k == "cu_seqlens" else rows)
             n += (count * dt.itemsize + 63) // 64 * 64
+        n += 16 * self.sources
         return max(4096, (n + 4095) // 4096 * 4096)
 
     def _alloc(self, cap: int) -> Any:
@@ -333,11 +341,18 @@ class Copier:
                 out = {k: from_numpy(v) for k, v in out.items()}
         return out, info
 
+    def source_counts(self, info: list) -> "Tuple[np.ndarray, Optional[np.ndarray]]":
+        """Mixtures: the (rows, tokens) per source of the batch take() returned last (tokens None when packed), as
+        Converter.pop_source_counts gives them."""
+        n = self.sources
+        rows = self._counts[:n].copy()
+        return rows, (None if info[I_CU_LEN] > 0 else self._counts[n:2 * n].copy())
+
     @staticmethod
     def _count(k: str, info: list) -> int:
         if k == "cu_seqlens":
             return info[I_CU_LEN]
-        if k == "index":
+        if k in ("index", "source"):
             return info[I_PIECES]
         return info[I_ROWS]
 

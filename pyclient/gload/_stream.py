@@ -316,6 +316,8 @@ class Stream:
         assert conv is not None
         if conv.stored_labels:
             conv._label_counts[id(data)] = (int(info[_native.I_TRAINED]), int(info[_native.I_REAL]))
+        if c.sources:
+            conv._source_counts[id(data)] = c.source_counts(info)
         return Ready(data, seq, seq % self._nslots, int(info[_native.I_RANK_STEP]), int(info[_native.I_GLOBAL]))
 
     def _wait_native(self, seq: int, timeout: Optional[float]) -> Ready:

@@ -20,6 +20,7 @@ from gload._proto import gload_pb2 as pb
 import gload
 
 from conftest import Server, rows_of
+from test_mixture import mix_server  # noqa: F401 - the mixture server fixture
 
 pytestmark = pytest.mark.skipif(not _native.AVAILABLE and not os.environ.get("CI"),
                                 reason=f"native copier not built: {_native.WHY_NOT}")
@@ -36,7 +37,8 @@ def _slot(rng, rows, length, packed, stored, full):
     if packed or full:
         lengths[:] = length
     ids = rng.integers(0, 50000, (rows, length)).astype(np.int32)
-    index = rng.integers(0, 1 << 40, rows).astype(np.int64)
+    index = rng.choice(np.array([0, 1, (1 << 20) - 1, 1 << 20, (1 << 40) - 6, (1 << 40) - 5, 1 << 41]), rows)
+    index = np.where(rng.random(rows) < 0.5, index, rng.integers(0, 1 << 42, rows)).astype(np.int64)
     pos = np.tile(np.arange(length, dtype=np.int32) % 7, (rows, 1))
     cu = np.array([0, 7, 14], np.int32)
     labels = np.where(rng.random((rows, length)) < 0.5, -100, ids).astype(np.int32)
@@ -70,11 +72,16 @@ class _Conv:
         self.keys, self._dtypes = keys, ref._dtypes
         self.stored_labels, self.shift_labels = ref.stored_labels, ref.shift_labels
         self.ignore_index, self.position_start = ref.ignore_index, ref.position_start
+        self.source_offsets = ref.source_offsets
 
 
 def _native_batch(cfg, slot, words, conv):
     out, info = _native.convert_one(cfg, slot, words)
     info = info.tolist()
+    if cfg.sources:  # the rows and tokens per source, after the keys
+        n = cfg.sources
+        counts = np.ndarray((2 * n,), np.int64, out, info[_native.I_COUNTS])
+        info.append((counts[:n].copy(), None if info[_native.I_CU_LEN] else counts[n:].copy()))
     got = {}
     rows, length = info[_native.I_ROWS], info[_native.I_LENGTH]
     for k in conv.keys:
@@ -88,22 +95,28 @@ def _native_batch(cfg, slot, words, conv):
 
 KEYS = [("input_ids", "attention_mask"), ("input_ids", "attention_mask", "labels", "index", "lengths"),
         ("input_ids", "labels", "position_ids", "cu_seqlens"), ("labels", "lengths", "input_ids", "attention_mask"),
-        ("input_ids", "attention_mask", "labels", "position_ids", "cu_seqlens", "index", "lengths")]
+        ("input_ids", "attention_mask", "labels", "position_ids", "cu_seqlens", "index", "lengths"),
+        ("input_ids", "index", "source", "lengths"), ("input_ids", "attention_mask")]
 
 
-@pytest.mark.parametrize("keys", KEYS, ids=["ids+mask", "ids+mask+labels+index+lengths", "packed-keys", "reordered",
-                                            "all"])
-def test_conversion_equals_numpy(keys):
+@pytest.mark.parametrize("keys,mixture", list(zip(KEYS, [False] * 5 + [True, True])),
+                         ids=["ids+mask", "ids+mask+labels+index+lengths", "packed-keys", "reordered", "all",
+                              "mixture", "mixture-no-index-key"])
+def test_conversion_equals_numpy(keys, mixture):
     rng = np.random.default_rng(1)
     for packed, stored, shift, ignore, dt, start, full in itertools.product(
             [False, True], [False, True], [False, True], [-100, -1], ["int64", "int32"], [0, 1], [False, True]):
         if packed and not full:
             continue
+        if mixture and (stored or shift or ignore != -100 or start):
+            continue  # (the mixture split does not depend on those)
         dtypes = {k: np.dtype(dt) for k in ("input_ids", "attention_mask", "labels", "position_ids")}
         ref = _convert.Converter(tensors="np", device=None, dtypes=dtypes, labels="labels" in keys,
                                  position_start=start, keys=keys, ring=None, layout=None, shift_labels=shift,
                                  ignore_index=ignore)
         ref.stored_labels = stored
+        if mixture:  # three sources; the slot's index entries fall into all of them (and onto their first rows)
+            ref.source_offsets = np.array([0, 1 << 20, (1 << 40) - 5], dtype=np.int64)
         conv = _Conv(ref, keys)
         for rows, length in ((4, 32), (3, 17), (1, 1)):
             slot, layout, words, b = _slot(rng, rows, length, packed, stored, full)
@@ -111,6 +124,11 @@ def test_conversion_equals_numpy(keys):
             cfg.slot_bytes = len(slot)
             want = ref.convert(b)
             got, info = _native_batch(cfg, slot, words, conv)
+            if mixture:
+                wr, wt = ref.pop_source_counts(want)
+                gr, gt = info[-1]
+                assert np.array_equal(gr, wr) and (gt is None) == (wt is None), (gr, wr)
+                assert wt is None or np.array_equal(gt, wt), (gt, wt)
             case = dict(keys=keys, packed=packed, stored=stored, shift=shift, ignore=ignore, dtype=dt, start=start,
                         full=full, shape=(rows, length))
             assert list(got) == list(want), case
@@ -228,6 +246,23 @@ def test_small_buffers_grow(server: Server, monkeypatch):
     _, native = _epoch(server.addr, "small", "shm", **kw)
     _, ref = _epoch(server.addr, "small", "grpc", **kw)
     _same(native, ref)
+
+
+def test_mixture_epoch_through_the_copier_equals_grpc(mix_server):
+    """A weighted mixture's epoch over shm through the copier (the index split per source, the source key, the rows
+    and tokens counted per source) against gRPC's Python split: the same batches and the same source counts."""
+    kw = dict(batch_size=8, seed=3, return_tensors="np", keys=("input_ids", "index", "source", "lengths"))
+    with gload.Loader(mix_server.addr, "pretrain", transport="shm", **kw) as ld:
+        it = iter(ld)
+        got = [next(it)]
+        assert ld._stream.native, ld._stream.native_why
+        got += list(it)
+        counts = ld.source_counts()
+    with gload.Loader(mix_server.addr, "pretrain", transport="grpc", **kw) as ld:
+        ref = list(ld)
+        ref_counts = ld.source_counts()
+    _same(got, ref)
+    assert counts == ref_counts and len(counts) == 3, (counts, ref_counts)
 
 
 def test_kept_batches_are_never_rewritten(server: Server):
