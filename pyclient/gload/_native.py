@@ -24,7 +24,6 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from . import _keys
 from .errors import ProtocolError
 
 # Keys and slot fields in the library's codes.
