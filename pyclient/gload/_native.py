@@ -197,10 +197,10 @@ class Copier:
         self.cfg.counts_out = self._counts.ctypes.data
         self._info = np.zeros(I_WORDS, dtype=np.uint64)
         self._info_addr = int(self._info.ctypes.data)
+        # Each entry's output buffer as _alloc made it, (buffer, address, stream allocated on); the spare is the next
+        # one, made before a take that then found no batch ready.
         self._bufs: list = [None] * self.entries
         self._spare: Any = None
-        self._alloc_stream: list = [0] * self.entries
-        self._addrs: list = [0] * self.entries
         # numpy buffers handed out, oldest first, to be given to the copier again once their batch is gone
         self._pool: Any = collections.deque(maxlen=2 * self.entries + 2)
         self.reused = 0  # buffers given again from the pool (for tests)
@@ -214,10 +214,9 @@ class Copier:
 
             self._torch = torch
             self._device = conv.device
-            self._side = torch.cuda.Stream(device=self._device)
             self.cfg.cuda = 1
             self.cfg.device = self._device.index
-            self.cfg.side_stream = self._side.cuda_stream
+            self.cfg.side_stream = conv._stream.cuda_stream  # the converter's side stream (it serves no copy now)
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             idx = self._device.index
             self._cur = (lambda: raw(idx)) if raw is not None else \
@@ -269,11 +268,8 @@ class Copier:
 
     def _give(self, i: int, cap: int) -> None:
         """A new output buffer for entry i (the old one, if any, now belongs to the batch handed out)."""
-        buf, addr, stream = self._alloc(cap)
-        self._bufs[i] = buf
-        self._addrs[i] = addr
-        self._alloc_stream[i] = stream
-        rc = _held.gl_give(self._handle, i, addr, cap, stream)
+        new = self._bufs[i] = self._alloc(cap)
+        rc = _held.gl_give(self._handle, i, new[1], cap, new[2])
         if rc != 0:
             raise ProtocolError(f"native copier: cuEventRecord failed with CUDA error {rc}")
 
@@ -290,7 +286,7 @@ class Copier:
         spare = self._spare
         if spare is None:
             spare = self._spare = self._alloc(self._cap)
-        buf_new, addr, stream = spare
+        _, addr, stream = spare
         s = _held.gl_take(self._handle, seq, stream, self._info_addr, addr, self._cap)
         if s != S_READY:
             if s == S_FAILED:
@@ -303,12 +299,10 @@ class Copier:
         self._spare = None
         info = self._info.tolist()
         i = seq % self.entries
-        buf = self._bufs[i]
-        self._bufs[i] = buf_new
+        buf, old_addr, alloc_stream = self._bufs[i]
+        self._bufs[i] = spare
         if not self.cuda:
-            self._pool.append((buf, self._addrs[i]))
-        self._addrs[i] = addr
-        alloc_stream, self._alloc_stream[i] = self._alloc_stream[i], stream
+            self._pool.append((buf, old_addr))
         rows, length = info[I_ROWS], info[I_LENGTH]
         out: Dict[str, Any] = {}
         if self.cuda:

@@ -213,6 +213,10 @@ class Stream:
                     "as the server's user, or use transport='grpc'") from e
         self.converter = self._make_converter(self.ring, o.layout if o.shm_path else None)
         self.converter.stored_labels = bool(o.labels)
+        if len(o.source_offsets) > 0:
+            import numpy as np
+
+            self.converter.source_offsets = np.asarray(list(o.source_offsets), dtype=np.int64)
         self.doorbell = self.ring is not None and self.ring.headers is not None
         if self.doorbell:
             assert self.ring is not None and self.ring.headers is not None and self.ring.released is not None
@@ -230,11 +234,6 @@ class Stream:
             # otherwise its own timed poll (at most every 0.5 ms) sees the released slots in time, and next()
             # does not pay for a futex wake (microseconds; more in a VM) every half ring.
             self._low_water = max(1, o.slots // 2)
-        if len(o.source_offsets) > 0:
-            import numpy as np
-
-            self.converter.source_offsets = np.asarray(list(o.source_offsets), dtype=np.int64)
-        if self.doorbell:
             self.native_why = _native.supports(self.converter)
             if not self.native_why:
                 self.native = True
