@@ -13,8 +13,7 @@ d=build/devrun
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 if command -v cc >/dev/null; then
-	cc -O3 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden -o pyclient/gload/_copier.so pyclient/gload/_copier.c \
-		-ldl -lpthread && echo "copier: compiled here ($(cc --version | head -1))"
+	scripts/build-copier.sh && echo "copier: compiled here ($(cc --version | head -1))"
 else
 	echo "copier: no C compiler here; the carried build"
 fi

@@ -6,7 +6,7 @@ set -uo pipefail
 d=build/devrun
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-command -v cc >/dev/null && cc -O2 -shared -fPIC -fvisibility=hidden -o pyclient/gload/_copier.so pyclient/gload/_copier.c -ldl -lpthread
+command -v cc >/dev/null && scripts/build-copier.sh
 G=$d/gload
 [[ -x $G ]] || { gunzip -kf $d/gload.gz && chmod +x $G; }
 W=$(mktemp -d /tmp/gload-probe.XXXXXX)

@@ -39,9 +39,7 @@ fi
 # Python of this machine; pip builds it too when it installs the package): under a second.
 if [[ ! pyclient/gload/_copier.so -nt pyclient/gload/_copier.c ]]; then
 	if command -v cc >/dev/null 2>&1; then
-		step "cc pyclient/gload/_copier.c (the Python client's native batch copier)" \
-			cc -O3 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden -o pyclient/gload/_copier.so \
-			pyclient/gload/_copier.c -ldl -lpthread
+		step "cc pyclient/gload/_copier.c (the Python client's native batch copier)" scripts/build-copier.sh
 	else
 		echo "setup: no C compiler (cc): the Python client's native copier is not built; its Python hand-off serves every stream (CI requires the copier)" >&2
 	fi
