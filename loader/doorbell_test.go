@@ -128,6 +128,19 @@ func TestShmDoorbell(t *testing.T) {
 // TestShmDoorbellBadReleases: a released word that runs ahead of the batches
 // published, or goes back, fails the stream with InvalidArgument; an ack
 // message on a doorbell stream too.
+// waitAnnounced waits until batch seq's sequence word (slot seq mod the ring, here seq < slots) is in the control
+// region ctl.
+func waitAnnounced(t *testing.T, ctl []byte, seq uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for binary.LittleEndian.Uint64(ctl[shm.HeaderStart+seq*shm.HeaderBytes:]) != seq+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %d not announced within 10 s", seq)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestShmDoorbellBadReleases(t *testing.T) {
 	dir := t.TempDir()
 	writeDataset(t, dir, genLengths(200, 1, 40, 42), 100, 50)
@@ -135,22 +148,27 @@ func TestShmDoorbellBadReleases(t *testing.T) {
 	open := &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}, Transport: gloadpb.Transport_TRANSPORT_SHM, Prefetch: 2, ShmDoorbell: true}
 	for _, tc := range []struct {
 		name string
-		bad  func(st gloadpb.Loader_BatchesClient, ctl []byte)
+		bad  func(t *testing.T, st gloadpb.Loader_BatchesClient, ctl []byte)
 		msg  string
 	}{
-		{"ahead", func(_ gloadpb.Loader_BatchesClient, ctl []byte) { binary.LittleEndian.PutUint64(ctl, 1000) }, "shm doorbell: the released word says 1000 batches"},
-		{"back", func(_ gloadpb.Loader_BatchesClient, ctl []byte) {
+		{"ahead", func(_ *testing.T, _ gloadpb.Loader_BatchesClient, ctl []byte) {
+			binary.LittleEndian.PutUint64(ctl, 1000)
+		}, "shm doorbell: the released word says 1000 batches"},
+		{"back", func(t *testing.T, _ gloadpb.Loader_BatchesClient, ctl []byte) {
+			// Both batches announced first: releasing batch 1 before it was sent is another error
+			// (the ack check's), which a loaded machine reached first.
+			waitAnnounced(t, ctl, 1)
 			binary.LittleEndian.PutUint64(ctl, 2)
 			time.Sleep(50 * time.Millisecond)
 			binary.LittleEndian.PutUint64(ctl, 1)
 		}, "the released word went back"},
-		{"ack message", func(st gloadpb.Loader_BatchesClient, _ []byte) {
+		{"ack message", func(_ *testing.T, st gloadpb.Loader_BatchesClient, _ []byte) {
 			st.Send(&gloadpb.ClientMessage{Msg: &gloadpb.ClientMessage_Ack{Ack: &gloadpb.Ack{Seq: 0, Slot: 0}}})
 		}, "not ack messages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, o, mem := doorbellStream(t, ts.addr, open)
-			tc.bad(st, mem[o.ControlOffset:])
+			tc.bad(t, st, mem[o.ControlOffset:])
 			var err error
 			for {
 				if _, err = st.Recv(); err != nil {
