@@ -50,6 +50,12 @@ TRANSPORTS = ["grpc", "shm"]
 WORKERS_CONTEXT = None if gload._channel.grpc_fork_safe() else "forkserver"
 
 
+# How long a test waits for a server that is running to answer (connect_timeout, wait_ready, wait_until): a bound for
+# a broken run, never a pace. On a 2-core machine at load 20 a healthy server took over 10 s to answer a new
+# connection, so anything shorter fails healthy runs. Tests of timeouts themselves use their own small values.
+PATIENCE = float(os.environ.get("GLOAD_TEST_PATIENCE", "120"))
+
+
 @pytest.fixture(scope="session")
 def gload_bin(tmp_path_factory: pytest.TempPathFactory) -> str:
     env = os.environ.get("GLOAD_BIN")
@@ -127,7 +133,7 @@ class Server:
         assert self.proc is not None
         return self.proc.pid
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = PATIENCE) -> None:
         import grpc
 
         from gload._channel import open_channel
@@ -197,7 +203,7 @@ def rings_of(pid: int) -> List[str]:
     return [n for n in names if n.startswith(f"gload-{pid}-") and n.endswith(".ring")]
 
 
-def wait_until(cond, what: str, timeout: float = 10.0) -> None:
+def wait_until(cond, what: str, timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 import gload
-from conftest import Server, _short_tmp
+from conftest import Server, _short_tmp, PATIENCE
 from gload._channel import open_channel
 from gload._proto import gload_pb2 as pb
 from gload._proto import gload_pb2_grpc as pb_grpc
@@ -71,7 +71,7 @@ def token_server(gload_bin, datasets, monkeypatch):
 
 
 def _one_epoch(addr, **kw):
-    with gload.Loader(addr, "small", batch_size=16, transport="grpc", return_tensors="np", connect_timeout=5.0,
+    with gload.Loader(addr, "small", batch_size=16, transport="grpc", return_tensors="np", connect_timeout=PATIENCE,
                       reconnect_timeout=0, **kw) as loader:
         return sum(len(b["input_ids"]) for b in loader)
 
@@ -130,7 +130,7 @@ def test_default_address(gload_bin, datasets, monkeypatch):
                 time.sleep(0.05)
             mode = os.stat(sock).st_mode
             assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600, oct(mode)
-            with gload.Loader(None, "small", batch_size=16, return_tensors="np", connect_timeout=10.0) as loader:
+            with gload.Loader(None, "small", batch_size=16, return_tensors="np", connect_timeout=PATIENCE) as loader:
                 assert loader.addr == f"unix://{sock}"
                 assert sum(len(b["input_ids"]) for b in loader) == datasets.rows["small"]
         finally:

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import gload
-from conftest import HAVE_TORCH, rows_of
+from conftest import HAVE_TORCH, rows_of, PATIENCE
 
 
 def make(server, **kw) -> gload.Loader:
     kw.setdefault("return_tensors", "np")
-    kw.setdefault("connect_timeout", 5.0)
+    kw.setdefault("connect_timeout", PATIENCE)
     return gload.Loader(server.addr, kw.pop("dataset", "small"), transport=kw.pop("transport", "grpc"), **kw)
 
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 import gload
-from conftest import rows_of
+from conftest import rows_of, PATIENCE
 
 
 def make(server, transport, **kw):
-    kw.setdefault("connect_timeout", 5.0)
+    kw.setdefault("connect_timeout", PATIENCE)
     kw.setdefault("keys", "all")
     kw.setdefault("return_tensors", "np")
     return gload.Loader(server.addr, kw.pop("dataset", "small"), transport=transport, batch_size=4, **kw)

@@ -24,6 +24,7 @@ except ImportError:
 import gload  # noqa: E402
 import gload.hf  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments  # noqa: E402
+from conftest import PATIENCE
 
 
 def tiny_model() -> GPT2LMHeadModel:
@@ -55,7 +56,7 @@ def recording_trainer(**kw):
 
 
 def loader(server, **kw):
-    return gload.Loader(server.addr, "small", transport="grpc", max_length=64, pad_multiple=16, connect_timeout=5.0,
+    return gload.Loader(server.addr, "small", transport="grpc", max_length=64, pad_multiple=16, connect_timeout=PATIENCE,
                         **kw)
 
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 import gload
-from conftest import Server, _short_tmp
+from conftest import Server, _short_tmp, PATIENCE
 
 
 def test_max_streams(gload_bin, datasets):
@@ -15,7 +15,7 @@ def test_max_streams(gload_bin, datasets):
     s = Server(gload_bin, d / "s.sock", {"small": datasets.small}, d / "serve.log", "--max-streams", "1",
                "--no-gpu-watch").start()
     try:
-        kw = dict(batch_size=8, transport="grpc", return_tensors="np", connect_timeout=5.0, reconnect_timeout=0)
+        kw = dict(batch_size=8, transport="grpc", return_tensors="np", connect_timeout=PATIENCE, reconnect_timeout=0)
         with gload.Loader(s.addr, "small", **kw) as a, gload.Loader(s.addr, "small", **kw) as b:
             next(iter(a))  # holds the one stream
             with pytest.raises(gload.ResourceExhausted, match="--max-streams"):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gload
-from conftest import TRANSPORTS, rows_of
+from conftest import TRANSPORTS, rows_of, PATIENCE
 
 POLICIES = {
     "bucketed": dict(batch_size=8, pad_multiple=32),
@@ -23,7 +23,7 @@ POLICIES = {
 
 def make(server, transport: str, **kw) -> gload.Loader:
     kw.setdefault("return_tensors", "np")
-    kw.setdefault("connect_timeout", 5.0)
+    kw.setdefault("connect_timeout", PATIENCE)
     kw.setdefault("keys", "all")  # index and lengths too: the tests check rows and padding
     return gload.Loader(server.addr, kw.pop("dataset", "small"), transport=transport, **kw)
 
@@ -334,10 +334,14 @@ def test_next_timeout(fresh_server, transport):
     l = make(fresh_server, transport, batch_size=4, prefetch=1)
     it = iter(l)
     next(it)
+    batches = len(l)  # asked before the server stops (it is an RPC)
     os.kill(fresh_server.pid, signal.SIGSTOP)
     try:
+        # Batches already on their way (prefetch, plus what the socket buffers held when the server stopped) come
+        # first; on a loaded machine the server may have run further ahead before SIGSTOP landed. A timeout must come
+        # before the epoch runs out.
         with pytest.raises(TimeoutError):
-            for _ in range(3):  # at most prefetch batches were on their way
+            for _ in range(batches):
                 l.next(timeout=0.3)
     finally:
         os.kill(fresh_server.pid, signal.SIGCONT)

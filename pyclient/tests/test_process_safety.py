@@ -14,7 +14,7 @@ from typing import List, Tuple
 import pytest
 
 import gload
-from conftest import TRANSPORTS, rows_of
+from conftest import TRANSPORTS, rows_of, PATIENCE
 
 # Forked children of a process that used gRPC work from grpcio 1.85; older ones abort or hang in the child whatever
 # the client does (gload._channel says which versions, and how), so gload refuses there with ForkUnsafe
@@ -26,7 +26,7 @@ needs_fork_safe_grpc = pytest.mark.skipif(
 
 
 def make(addr: str, transport: str = "shm", **kw) -> gload.Loader:
-    kw.setdefault("connect_timeout", 5.0)
+    kw.setdefault("connect_timeout", PATIENCE)
     kw.setdefault("batch_size", 4)
     kw.setdefault("return_tensors", "np")
     kw.setdefault("keys", "all")  # index too: the tests check rows
@@ -165,7 +165,7 @@ loaders = []
 for transport in ("shm", "grpc"):
     for finished in (False, True):
         l = gload.Loader(sys.argv[1], "small", transport=transport, batch_size=4, return_tensors="np",
-                         connect_timeout=5.0)
+                         connect_timeout=PATIENCE)
         it = iter(l)
         next(it)  # a live stream (and, over shm, a ring) held at exit...
         if finished:  # ...or an epoch run to its end, its stream over, the channel still open

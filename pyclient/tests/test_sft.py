@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, TRANSPORTS, Server, _short_tmp
+from conftest import REPO, TRANSPORTS, Server, _short_tmp, PATIENCE
 
 import gload
 
@@ -79,7 +79,7 @@ def test_served_labels_are_the_references(sft, transport, policy):
     server, _, refs = sft
     kw = dict(batch_size=8) if policy == "bucketed" else dict(batch_size=2, seq_len=8192)
     loader = gload.Loader(server.addr, "sft", transport=transport, policy=policy, remainder="keep",
-                          return_tensors="np", connect_timeout=5.0, keys="all", **kw)
+                          return_tensors="np", connect_timeout=PATIENCE, keys="all", **kw)
     seen = 0
     for b in loader:
         want_ids, want_labels = _expected(b, refs, policy == "packed")

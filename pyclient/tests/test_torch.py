@@ -15,12 +15,12 @@ if os.environ.get("GLOAD_NO_TORCH"):
     pytest.skip("GLOAD_NO_TORCH is set", allow_module_level=True)
 
 import gload  # noqa: E402
-from conftest import TRANSPORTS, WORKERS_CONTEXT, rows_of  # noqa: E402
+from conftest import TRANSPORTS, WORKERS_CONTEXT, rows_of, PATIENCE# noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 
 def make(server, transport, **kw):
-    kw.setdefault("connect_timeout", 5.0)
+    kw.setdefault("connect_timeout", PATIENCE)
     kw.setdefault("keys", "all")  # index and lengths too: the tests check rows and padding
     return gload.Loader(server.addr, kw.pop("dataset", "small"), transport=transport, **kw)
 

@@ -19,7 +19,7 @@ except ImportError:
     pytest.skip("torchdata not importable", allow_module_level=True)
 
 import gload  # noqa: E402
-from conftest import WORKERS_CONTEXT, rows_of  # noqa: E402
+from conftest import WORKERS_CONTEXT, rows_of, PATIENCE  # noqa: E402
 from gload.torchdata import loader_state  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def sdl(loader, workers):
 
 
 def make(server):
-    return gload.Loader(server.addr, "small", batch_size=8, transport="grpc", keys="all", connect_timeout=5.0)
+    return gload.Loader(server.addr, "small", batch_size=8, transport="grpc", keys="all", connect_timeout=PATIENCE)
 
 
 @pytest.mark.parametrize("before, after", [(2, 2), (2, 3), (3, 1), (2, 0)])
