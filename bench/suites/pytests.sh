@@ -4,17 +4,14 @@
 # CI cannot install (PyPI's Linux torch wheels pull ~3 GB of CUDA libraries). A whole torch group skipping fails the
 # run (GLOAD_REQUIRE_GROUPS). Carry build/devrun (bench/prepare_devrun.sh); the machine has no network, so Python
 # packages it lacks (pytest, grpcio, protobuf, numpy) come from build/devrun/wheels when prepare_devrun.sh was run with
-# WHEELS=1. Prints versions, the pytest summary with every skip's reason, and the exit status.
+# --wheels. Prints versions, the pytest summary with every skip's reason, and the exit status.
+# bench/device.sh pytests (about 5-8 minutes).
 set -u
-d=build/devrun
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-G=$d/gload
-[[ -x $G ]] || { gunzip -kf $d/gload.gz && chmod +x $G; }
+. bench/lib.sh
 PY=python3
 need='import torch, pytest, grpc, google.protobuf, numpy'
 if ! $PY -c "$need" 2>/dev/null; then
-	V=$(mktemp -d /tmp/gload-pyt.XXXXXX)/venv
+	V=$W/venv
 	$PY -m venv --system-site-packages "$V"
 	if [[ -d $d/wheels ]]; then
 		"$V/bin/pip" install -q --no-index --find-links "$d/wheels" pytest grpcio protobuf numpy 2>&1 | tail -3

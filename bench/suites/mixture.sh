@@ -6,14 +6,9 @@
 #     the issue asks for within 5%) and a three-source mixture 0.6/0.3/0.1 (one source 100× smaller), alternating
 #     three times so drift shows;
 #  3. cold start to the first batch of the three-source mixture (the issue asks for < 1 s).
-# Carry build/devrun, made by bench/prepare_devrun.sh (it builds the gload binary and bucket.test).
+# bench/device.sh mixture (about 3 minutes; build/devrun holds bucket.test.gz). Writes mixture_*.txt to $OUT.
 set -u
-d=build/devrun
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-G=$d/gload
-[[ -x $G ]] || { gunzip -kf $d/gload.gz && chmod +x $G; }
-W=$(mktemp -d /tmp/gload-mix.XXXXXX)
+. bench/lib.sh
 echo "== planning (go test -bench MixturePlan)"
 if [[ -f $d/bucket.test.gz ]]; then
 	gunzip -c $d/bucket.test.gz > "$W/bucket.test" && chmod +x "$W/bucket.test"
@@ -21,8 +16,7 @@ if [[ -f $d/bucket.test.gz ]]; then
 else
 	echo "no $d/bucket.test.gz: run bench/prepare_devrun.sh"
 fi
-gunzip -c $d/llama3.json.gz > "$W/tokenizer.json"
-gunzip -c $d/corpus.jsonl.gz > "$W/corpus.jsonl"
+prepare_corpus
 n=$(wc -l < "$W/corpus.jsonl")
 head -n $((n * 60 / 100)) "$W/corpus.jsonl" > "$W/web.jsonl"
 sed -n "$((n * 60 / 100 + 1)),$((n * 90 / 100))p" "$W/corpus.jsonl" > "$W/code.jsonl"
@@ -43,7 +37,6 @@ t0=$(date +%s.%N)
 $G serve --dataset web="$W/web" --dataset code="$W/code" --dataset math="$W/math" --mixture pretrain=web:0.6,code:0.3,math:0.1 \
 	--listen "$ADDR" --log-level warn 2> "$OUT/mixture_serve.log" &
 SERVE=$!
-trap 'kill $SERVE 2>/dev/null || true' EXIT
 for _ in $(seq 200); do [[ -S $W/gload.sock ]] && break; sleep 0.01; done
 PYTHONPATH=$PWD/pyclient python3 - "$ADDR" "$t0" <<'PY' | tee "$OUT/mixture_first_batch.txt"
 import sys, time, gload
@@ -54,4 +47,3 @@ with gload.Loader(addr, "pretrain", batch_size=16, return_tensors="np", keys=("i
 t2 = time.time()
 print(f"server start to first batch {t2 - t0:.3f} s (open + plan + first batch {t2 - t1:.3f} s), sources {sorted(set(b['source'].tolist()))}")
 PY
-rm -rf "$W"

@@ -1,33 +1,23 @@
 #!/usr/bin/env bash
-# Issue 14, old and new Python client side by side on the GPU machine, against the same server binary:
-# pyclient/bench/next_latency.py (this tree's script, run with each client's gload package) over the shm doorbell
-# for numpy copies, numpy zero_copy (default keys; input_ids and lengths only), torch CPU and cuda, plus gRPC numpy
-# and the CPU-loop measure; two rounds in alternating order (base, new, new, base) because this host's timings move
-# between runs (ORDER= another order, or other clients: NAME is build/devrun/pyclient-NAME, from
-# bench/prepare_handoff_ab.sh with NAME=). TRAIN=1 adds train_ref's small model (--layers 1 --dim 192 --batch-size 8) and the 8-layer
-# reference, ideal vs the gload feed of each client of TRAIN_ORDER (default "base new"; device="cuda", pad 128).
+# The Python client's hand-off on the GPU machine: pyclient/bench/next_latency.py (ready next() after an idle and
+# after a busy 1 ms step, batches/s of 16x1024 batches, a CPU-bound loop beside a Loader) over the shm doorbell for
+# numpy copies, numpy zero_copy (default keys; input_ids and lengths only), torch CPU and cuda, plus gRPC numpy.
+# ORDER lists the clients run, in that order (default "new new": this tree's client twice, since this host's timings
+# move between runs); any other name V is build/devrun/pyclient-V, the client of another commit
+# (bench/prepare_devrun.sh --pyclient-base COMMIT [--name V]), run against the same server binary: e.g.
+# ORDER="base new new base". TRAIN=1 adds train_ref's small model (--layers 1 --dim 192 --batch-size 8) and the
+# 8-layer reference, ideal vs the gload feed of each client of TRAIN_ORDER (default "new"; device="cuda", pad 128);
+# LATENCY=0 leaves next_latency out.
 #
-# Before carrying build/devrun: bench/prepare_devrun.sh, then BASE=<commit> bench/prepare_handoff_ab.sh (puts the
-# base's pyclient in build/devrun/pyclient-base). On the GPU machine: OUT=$OUT bench/device_handoff_ab.sh (about 5
-# minutes; TRAIN=1 about 4 more). Writes summary.txt (one line per result) and the raw JSON to $OUT.
+# bench/device.sh handoff (about 3 minutes per client run; TRAIN=1 about 2 more per client). Writes summary.txt (one
+# line per result) and the raw JSON to $OUT.
 set -uo pipefail
-d=build/devrun
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-G=$d/gload
-[[ -x $G ]] || { gunzip -kf $d/gload.gz && chmod +x $G; }
-W=$(mktemp -d /tmp/gload-handoff-ab.XXXXXX)
-SERVE=
-cleanup() {
-	if [[ -n $SERVE ]]; then kill "$SERVE" 2>/dev/null || true; wait "$SERVE" 2>/dev/null || true; fi
-	rm -rf "$W"
-}
-trap cleanup EXIT
+. bench/lib.sh
 python3 -c 'import torch, grpc, numpy; print("torch", torch.__version__, torch.cuda.get_device_name(0), "grpcio", grpc.__version__, "numpy", numpy.__version__)'
 nproc
 # Each client runs this tree's benchmark script from a copy beside its own gload package.
-# "new" is this tree's client; any other name V is build/devrun/pyclient-V (bench/prepare_handoff_ab.sh).
-VARIANTS=$(printf '%s\n' ${ORDER:-base new} ${TRAIN_ORDER:-base new} | sort -u)
+# "new" is this tree's client; any other name V is build/devrun/pyclient-V (bench/prepare_devrun.sh --pyclient-base).
+VARIANTS=$(printf '%s\n' ${ORDER:-new new} ${TRAIN_ORDER:-new} | sort -u)
 for v in $VARIANTS; do
 	mkdir -p "$W/$v/bench"
 	if [[ $v == new ]]; then cp -r pyclient/gload "$W/new/"; else cp -r "$d/pyclient-$v/gload" "$W/$v/"; fi
@@ -36,7 +26,7 @@ done
 mkdir -p "$W/examples/udhr"
 cp examples/udhr/tokenizer.json "$W/examples/udhr/"
 if [[ ${LATENCY:-1} == 1 ]]; then
-	for v in ${ORDER:-base new new base}; do
+	for v in ${ORDER:-new new}; do
 		n=$(ls "$OUT" | grep -c "^next_latency_$v" || true)
 		echo "== next_latency $v (#$((n + 1))) $(date -u +%T)"
 		# next_latency.py finds the repository (for the example tokenizer) two levels above its folder.
@@ -45,17 +35,11 @@ if [[ ${LATENCY:-1} == 1 ]]; then
 	done
 fi
 if [[ ${TRAIN:-0} == 1 ]]; then
-	gunzip -c $d/llama3.json.gz > "$W/tokenizer.json"
-	gunzip -c $d/corpus.jsonl.gz > "$W/corpus.jsonl"
-	$G tokenize --quiet --tokenizer "$W/tokenizer.json" --add-special-tokens --max-length 1024 --workers "$(nproc)" \
-		--out "$W/data" "$W/corpus.jsonl"
-	ADDR="unix://$W/gload.sock"
-	$G serve --dataset corpus="$W/data" --listen "$ADDR" --log-level warn 2> "$OUT/serve.log" &
-	SERVE=$!
-	for _ in $(seq 100); do [[ -S $W/gload.sock ]] && break; sleep 0.1; done
+	tokenize_corpus
+	serve_corpus
 	export GLOAD_ADDR=$ADDR GLOAD_DATASET=corpus GLOAD_TRANSPORT=shm
 	TR=(python3 $d/train_ref.py --corpus "$W/corpus.jsonl" --tokenizer "$W/tokenizer.json" --warmup 10 --pad-multiple 128)
-	for v in ${TRAIN_ORDER:-base new}; do
+	for v in ${TRAIN_ORDER:-new}; do
 		echo "== train_ref small model ($v) $(date -u +%T)"
 		PYTHONPATH="$W/$v:$PWD/bench" timeout 120 "${TR[@]}" --steps 300 --layers 1 --dim 192 --batch-size 8 \
 			--modes ideal,feed --feed train_feed:feed --json "$OUT/train_small_$v.jsonl" > "$W/train_small_$v.txt" 2>&1 \

@@ -3,18 +3,13 @@
 # runs (that host's one-core speed moves by ±25% from run to run, so one one-core run decides a ratio): llama3, the
 # Go-source corpus x5, --passes 2, GOMAXPROCS = workers; the sweep 1 2 4 8 16, then 1 16 1 16 1. Each line gives
 # mb_per_s (the pass), steady_mb_per_s (the pass until the first worker found no document left: without its drain)
-# and workers_busy. About 1.5 minutes. Carry build/devrun18 (bench/prepare_devrun18.sh). Writes sweep.jsonl to $OUT.
+# and workers_busy. About 1.5 minutes. bench/device.sh tokenize sweep. Writes sweep.jsonl to $OUT.
 set -uo pipefail
-d=${DEVRUN:-build/devrun18}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-[[ -x $d/gload ]] || { gunzip -kf $d/gload.gz && chmod +x $d/gload; }
-W=$(mktemp -d /tmp/gload-sweep.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+. bench/lib.sh
 gunzip -c $d/corpus.jsonl.gz > "$W/go.jsonl"
 for i in 1 2 3 4 5; do cat "$W/go.jsonl"; done > "$W/go5.jsonl"
 for w in 1 2 4 8 16 1 16 1 16 1; do
-	GOMAXPROCS=$w $d/gload encode --bench --passes 2 --tokenizer $d/llama3.json.gz --workers $w < "$W/go5.jsonl" 2>/dev/null | grep '^{' >> "$OUT/sweep.jsonl"
+	GOMAXPROCS=$w $G encode --bench --passes 2 --tokenizer $d/llama3.json.gz --workers $w < "$W/go5.jsonl" 2>/dev/null | grep '^{' >> "$OUT/sweep.jsonl"
 done
 cat > "$W/show.py" <<'PY'
 import json, sys

@@ -6,27 +6,21 @@
 #   2. examples/hf_trainer.py on the GPU (GloadTrainer, 200 steps, checkpoint at 100, then resumed from it), the
 #      loader states of both checkpoints printed;
 #   3. with N >= 2 GPUs, the same example under torchrun --nproc-per-node N (each rank's Loader takes its rank).
-# Carry build/devrun (bench/prepare_devrun.sh). Prints versions, test summaries, wall times and states.
+# bench/device.sh integrations (about 3 minutes). Prints versions, test summaries, wall times and states.
 set -u
-d=build/devrun
-OUT=${OUT:-/tmp/out}
+. bench/lib.sh
 N=${N:-$(nvidia-smi -L 2>/dev/null | wc -l)}
-mkdir -p "$OUT"
-G=$d/gload
-[[ -x $G ]] || { gunzip -kf $d/gload.gz && chmod +x $G; }
 if compgen -G "$d/whl/torchdata-*.whl" >/dev/null; then
-	python3 -m pip install -q --no-index --no-deps --target /tmp/gload-site "$d"/whl/torchdata-*.whl && export PYTHONPATH=/tmp/gload-site
+	python3 -m pip install -q --no-index --no-deps --target "$W/site" "$d"/whl/torchdata-*.whl && export PYTHONPATH=$W/site
 fi
 python3 -c 'import torch, transformers, accelerate; print("torch", torch.__version__, "transformers", transformers.__version__, "accelerate", accelerate.__version__, "cuda", torch.cuda.is_available())'
 python3 -c 'import torchdata; print("torchdata", torchdata.__version__)' 2>&1 | tail -1
 echo "== 1. tests"
 (cd pyclient && GLOAD_BIN=$PWD/../$G python3 -m pytest -q -rs -p no:cacheprovider tests/test_hf.py tests/test_torchdata.py tests/test_batches.py 2>&1 | tee "$OUT/integrations_pytest.log" | tail -15)
-W=$(mktemp -d /tmp/gload-int.XXXXXX)
 $G tokenize --quiet --tokenizer examples/udhr/tokenizer.json --out "$W/data" examples/udhr/corpus.jsonl.gz
 ADDR="unix://$W/gload.sock"
 $G serve --dataset udhr="$W/data" --listen "$ADDR" --log-level warn 2> "$OUT/integrations_serve.log" &
 SERVE=$!
-trap 'kill $SERVE 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [[ -S $W/gload.sock ]] && break; sleep 0.1; done
 export PYTHONPATH=$PWD/pyclient${PYTHONPATH:+:$PYTHONPATH}
 EX=(pyclient/examples/hf_trainer.py --addr "$ADDR" --dataset udhr)

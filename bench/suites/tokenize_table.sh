@@ -3,19 +3,13 @@
 # own one-core speed (llama3 on the Go-source corpus x5, GOMAXPROCS = workers, default GC), HF tokenizers side by side
 # on a slice (1 and 16 threads, same run), llama2 (SentencePiece-style BPE) and bert (WordPiece) and the multilingual
 # text corpus at 1 and 16 workers, then `gload tokenize` end to end at 16 workers: 1 GB of each tokenizer / corpus,
-# and one .gz input (the 10 GB corpus: bench/device_tokenize_10g.sh, a call of its own). Each line is one JSON object (engine) or one summary
+# and one .gz input (the 10 GB corpus: bench/device.sh tokenize 10g, a call of its own). Each line is one JSON object (engine) or one summary
 # line (end to end, with peak RSS).
 #
-# Carry build/devrun18 (bench/prepare_devrun18.sh: gload.gz, llama3/llama2/bert tokenizers, corpus.jsonl.gz and
-# multi.jsonl.gz from ../shared/bench/make_text_corpus.py). Writes engine.jsonl, hf.txt, e2e.txt to $OUT.
+# bench/device.sh tokenize [table], with build/devrun made by bench/prepare_devrun.sh --text-corpus (multi.jsonl.gz). Writes engine.jsonl, hf.txt, e2e.txt to $OUT.
 set -uo pipefail
-d=${DEVRUN:-build/devrun18}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-[[ -x $d/gload ]] || { gunzip -kf $d/gload.gz && chmod +x $d/gload; }
-G=$d/gload
-W=$(mktemp -d /tmp/gload-tok.XXXXXX)
-trap 'rm -rf "$W" /dev/shm/gload-tok-ds' EXIT
+. bench/lib.sh
+CLEAN+=(/dev/shm/gload-tok-ds)
 gunzip -c $d/corpus.jsonl.gz > "$W/go.jsonl"
 gunzip -c $d/multi.jsonl.gz > "$W/multi.jsonl"
 for i in 1 2 3 4 5; do cat "$W/go.jsonl"; done > "$W/go5.jsonl"
@@ -63,5 +57,5 @@ gzip -1 -c "$W/go400m.jsonl" > "$W/go400m.jsonl.gz"
 RATE_OF="$W/go400m.jsonl" e2e "llama3 one 400 MB-of-JSONL .gz input, 16 workers (MB/s of JSONL)" "$W/go400m.jsonl.gz" $d/llama3.json.gz
 rm -f "$W/go400m.jsonl.gz" "$W/go400m.jsonl"
 } 2>&1 | tee "$OUT/e2e.txt"
-# The 10 GB corpus takes a call of its own: bench/device_tokenize_10g.sh.
+# The 10 GB corpus takes a call of its own: bench/device.sh tokenize 10g.
 echo "== done $(date -u +%T)"

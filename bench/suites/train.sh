@@ -5,41 +5,21 @@
 # automatic boundaries (GLOAD_AUTO_BUCKETS=8). Expected verdicts: starved: data, starved: data, fed; gload's SM
 # median and P10 within ±5 points of train_ref's pynvml sampling.
 #
-# Before carrying build/devrun: bench/prepare_devrun.sh (binary, llama3 tokenizer, corpus, train_ref.py).
-# On the GPU machine, from the repo root:  OUT=$OUT bench/device_train.sh      (about 4-6 minutes)
-# Writes to $OUT: bench_<mode>.json (gload bench run), train_<mode>.jsonl (train_ref rows), plots, logs, summary.
+# bench/device.sh train (about 4-6 minutes). Writes to $OUT: bench_<mode>.json (gload bench run), train_<mode>.jsonl
+# (train_ref rows), plots, logs, summary.txt.
 set -euo pipefail
-d=build/devrun
-OUT=${OUT:-/tmp/out}
+. bench/lib.sh
 STEPS=${STEPS:-150}
 WARMUP=${WARMUP:-10}
-mkdir -p "$OUT"
 rm -f "$OUT"/train_*.jsonl "$OUT"/exits.txt
-G=$d/gload
-[[ -x $G ]] || { gunzip -kf $d/gload.gz && chmod +x $G; }
-W=$(mktemp -d /tmp/gload-train.XXXXXX)
-SERVE=
-cleanup() {
-	if [[ -n $SERVE ]]; then kill "$SERVE" 2>/dev/null || true; wait "$SERVE" 2>/dev/null || true; fi
-	rm -rf "$W"
-}
-trap cleanup EXIT
-
-gunzip -c $d/llama3.json.gz > "$W/tokenizer.json"
-gunzip -c $d/corpus.jsonl.gz > "$W/corpus.jsonl"
 python3 -c 'import torch, grpc, google.protobuf as p, pynvml; print("torch", torch.__version__, torch.cuda.get_device_name(0), "grpcio", grpc.__version__, "protobuf", p.__version__)' | tee "$OUT/versions.txt"
 
 # Tokenize as train_ref does (encode with special tokens, rows cut at --seq 1024 tokens).
-$G tokenize --quiet --tokenizer "$W/tokenizer.json" --add-special-tokens --max-length 1024 --workers "$(nproc)" \
-	--out "$W/data" "$W/corpus.jsonl"
+tokenize_corpus
 $G inspect "$W/data" | tee "$OUT/dataset.txt"
 
 # One server for every run; its watch window outlasts any run, so client figures are exact over each span.
-ADDR="unix://$W/gload.sock"
-$G serve --dataset corpus="$W/data" --listen "$ADDR" --metrics 127.0.0.1:9400 --watch-window 600s --log-level warn \
-	2> "$OUT/serve.log" &
-SERVE=$!
-for _ in $(seq 100); do [[ -S $W/gload.sock ]] && break; sleep 0.1; done
+serve_corpus --metrics 127.0.0.1:9400 --watch-window 600s
 $G watch --addr "$ADDR" --once | tee "$OUT/watch_start.txt"
 
 export PYTHONPATH=$PWD/pyclient:$PWD/bench GLOAD_ADDR=$ADDR GLOAD_DATASET=corpus GLOAD_TRANSPORT=${GLOAD_TRANSPORT:-shm}

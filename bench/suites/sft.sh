@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # SFT tokenizing on the GPU machine (16 cores): gload tokenize --format chat vs plain-text gload tokenize of the same
 # conversations, and vs datasets.map(apply_chat_template + the same assistant-only label rule, num_proc=16) — the
-# pipeline a user would otherwise run. Expects build/devrun from bench/prepare_devrun.sh (it adds the chat fixture and
-# the datasets/dill/multiprocess wheels, which the GPU image lacks); writes results to $OUT.
+# pipeline a user would otherwise run. build/devrun holds the chat fixture and the datasets/dill/multiprocess wheels,
+# which the GPU image lacks. bench/device.sh sft (about 1 minute); writes sft*.txt to $OUT.
 set -euo pipefail
-d=build/devrun
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-[[ -x $d/gload ]] || { gunzip -kf $d/gload.gz && chmod +x $d/gload; }
+. bench/lib.sh
+CLEAN+=(/tmp/sft /tmp/site)
 if compgen -G "$d/whl/*.whl" >/dev/null; then
 	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $d/whl/*.whl
 	export PYTHONPATH=/tmp/site
