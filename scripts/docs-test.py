@@ -188,6 +188,37 @@ def command_lines(text: str) -> List[List[str]]:
     return out
 
 
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but '-' and '_' dropped, spaces to '-'."""
+    h = heading.strip().lower().replace("`", "")
+    h = re.sub(r"[^\w\- ]", "", h)
+    return h.replace(" ", "-")
+
+
+def check_links(path: Path) -> List[str]:
+    """Relative links of a Markdown file that name a missing file or a heading that is not there."""
+    errors = []
+    text = path.read_text(encoding="utf-8")
+    text_no_code = re.sub(r"```.*?```", "", text, flags=re.S)
+    for n, line in enumerate(text_no_code.splitlines(), 1):
+        for target in LINK.findall(line):
+            if re.match(r"^[a-z]+:", target):
+                continue  # http:, https:, mailto:
+            file_part, _, frag = target.partition("#")
+            dest = (path.parent / file_part).resolve() if file_part else path
+            if not dest.exists():
+                errors.append(f"{rel(path)}: link to {target}: no such file")
+                continue
+            if frag and dest.suffix == ".md":
+                heads = {anchor(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", dest.read_text(encoding="utf-8"), re.M)}
+                if frag not in heads:
+                    errors.append(f"{rel(path)}: link to {target}: no heading #{frag} in {rel(dest)}")
+    return errors
+
+
 def run_block(b: Block, work: Path, env: Dict[str, str], python: str, timeout: float,
               sessions: List[int]) -> Optional[str]:
     if b.lang == "python":
@@ -267,7 +298,7 @@ def main() -> int:
     blocks: List[Block] = []
     for f in files:
         bs, errs = parse(f)
-        rep.failures += errs
+        rep.failures += errs + check_links(f)
         blocks += bs
     checked = 0
     for b in blocks:
