@@ -4,9 +4,10 @@
 #     for at most 1.5×), bucketed and packed;
 #  2. gload bench feed of one dataset against the same dataset as a one-source mixture (the mixture's own overhead;
 #     the issue asks for within 5%) and a three-source mixture 0.6/0.3/0.1 (one source 100× smaller), alternating
-#     three times so drift shows;
+#     ROUNDS times so drift shows;
 #  3. cold start to the first batch of the three-source mixture (the issue asks for < 1 s).
-# bench/device.sh mixture (about 3 minutes; build/devrun holds bucket.test.gz). Writes mixture_*.txt to $OUT.
+# bench/device.sh mixture (build/devrun holds bucket.test.gz); ROUNDS=N repeats the feed part (default 1: the last
+# call with three rounds ran past its 600 s after the first). Writes mixture_*.txt to $OUT.
 set -u
 . bench/lib.sh
 echo "== planning (go test -bench MixturePlan)"
@@ -25,7 +26,7 @@ for s in web code math; do
 	$G tokenize --quiet --tokenizer "$W/tokenizer.json" --max-length 2048 --out "$W/$s" "$W/$s.jsonl" > /dev/null
 done
 FEED=(bench feed --transport grpc,shm --duration 10s --batch-size 16)
-for i in 1 2 3; do
+for i in $(seq "${ROUNDS:-1}"); do
 	echo "== round $i: one dataset";           $G "${FEED[@]}" --dataset "$W/web" 2>/dev/null | tee -a "$OUT/mixture_feed.txt"
 	echo "== round $i: one-source mixture";    $G "${FEED[@]}" --source web="$W/web" --weights web:1 2>/dev/null | tee -a "$OUT/mixture_feed.txt"
 	echo "== round $i: mixture 0.6/0.3/0.1";   $G "${FEED[@]}" --source web="$W/web" --source code="$W/code" --source math="$W/math" \
