@@ -17,7 +17,7 @@ export GLOAD_PYTHON_OLDEST := $(abspath .venv-oldest/bin/python)
 
 comma     := ,
 
-.PHONY: all setup build build-hf demo test test-go test-race test-hf test-py lint bench clean
+.PHONY: all setup build build-hf demo test test-go test-race test-hf test-py test-py-newest test-py-oldest test-py-forksafe test-docs lint bench clean
 
 all: build
 
@@ -41,13 +41,9 @@ lint: setup
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-test: lint build
-	SETUP_TEST=1 scripts/setup.sh
-	$(GO) test -count=1 ./...
-	$(MAKE) test-race
-	$(MAKE) test-py
-	SETUP_TEST=1 SETUP_HF=1 scripts/setup.sh
-	$(GO) test -count=1 -tags hftokenizers,$(TAGS) ./tokenize/...
+# Every suite, going on after a failure, with a summary at the end (scripts/test.sh says how; TEST_SUITES picks some).
+test:
+	scripts/test.sh
 
 # The concurrent tokenize pipeline under the race detector (its stress test runs GOMAXPROCS above the core count
 # with background CPU load), the parallel decoder of framed .zst/.gz inputs and the reader using it (likewise stressed;
@@ -73,11 +69,21 @@ test-race:
 # a parent that used gRPC, with the first grpcio that works there (.venv-forksafe, Debian's torch).
 PYTEST    := -m pytest -q -rs -p no:cacheprovider --timeout=300 tests
 SUITE_CAP := timeout --kill-after=30 1800
-test-py: build
+test-py: test-py-newest test-py-oldest test-py-forksafe
+
+test-py-newest: build
 	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),ray_tokenize) $(SUITE_CAP) $(abspath $(PYTHON)) $(PYTEST)
+
+test-py-oldest: build
 	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),torch$(comma)ddp) $(SUITE_CAP) $(abspath .venv-oldest/bin/python) $(PYTEST)
+
+test-py-forksafe: build
 	cd pyclient && GLOAD_BIN=$(abspath $(BIN)) GLOAD_REQUIRE_GROUPS=$(if $(CI),torch$(comma)process_safety) $(SUITE_CAP) $(abspath .venv-forksafe/bin/python) \
 		$(PYTEST:tests=tests/test_process_safety.py tests/test_torch.py)
+
+# The runnable blocks of README and docs/ (marked as such), run in order against bin/gload and .venv.
+test-docs: build
+	scripts/docs-test.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokenize/...

@@ -339,7 +339,8 @@ func (a *assembler) assembleSlot(b bucket.Batch, h batchHeader, slot int32, mem 
 	body := headerSize(b, h, slot, sz.cuLen)
 	total := protowire.SizeTag(fieldServerBatch) + protowire.SizeBytes(body)
 	w := &wireBatch{buf: a.pool.Get(total), pool: a.pool, payload: sz.ids,
-		rows: uint32(b.Rows), length: uint32(b.Length), pieces: uint32(len(b.Pieces)), cuLen: uint32(sz.cuLen), trained: uint32(trained)}
+		inSlot: sz.ids + sz.lengths + sz.index + sz.pos + sz.cu + sz.labels,
+		rows:   uint32(b.Rows), length: uint32(b.Length), pieces: uint32(len(b.Pieces)), cuLen: uint32(sz.cuLen), trained: uint32(trained)}
 	out := (*w.buf)[:0]
 	out = protowire.AppendTag(out, fieldServerBatch, protowire.BytesType)
 	out = protowire.AppendVarint(out, uint64(body))

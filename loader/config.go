@@ -18,7 +18,7 @@ const (
 	DefaultPrefetch        = 8
 	DefaultDrainTimeout    = 10 * time.Second
 	DefaultPlanCacheSize   = 8
-	DefaultMaxBatchBytes   = 256 << 20
+	DefaultMaxBatchBytes   = 64 << 20
 	DefaultMaxClientLabels = 64
 	// maxMessageBytes is gRPC's hard limit on one message.
 	maxMessageBytes = 1<<31 - 1
@@ -42,7 +42,9 @@ type Config struct {
 	// PlanCacheSize is how many epoch plans stay cached (default 8).
 	PlanCacheSize int
 	// MaxBatchBytes bounds the encoded size of one batch message (default
-	// 256 MiB); a stream whose largest shape exceeds it is refused.
+	// 64 MiB: 16 M tokens, eight times a 64 × 32k batch); a stream whose
+	// largest shape exceeds it is refused, naming max_length. The client's
+	// batch is up to six times larger (int64 input_ids, mask and labels).
 	MaxBatchBytes int64
 	// MaxStreams bounds the open batch streams (default 1024); MaxBufferBytes
 	// the memory they may reserve for batches in flight, gRPC buffers and

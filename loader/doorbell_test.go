@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -200,6 +203,20 @@ func TestShmDoorbellGoClient(t *testing.T) {
 	}
 	if o.ControlBytes == 0 {
 		t.Fatal("the Go client's shm stream is not a doorbell stream")
+	}
+	// The bytes written into slots count as sent (the server sends End after the last count).
+	rec := httptest.NewRecorder()
+	ts.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	m := regexp.MustCompile(`gload_bytes_sent_total\{dataset="d"\} (\S+)`).FindStringSubmatch(rec.Body.String())
+	var tokens int
+	for _, l := range lengths {
+		tokens += l
+	}
+	if len(m) < 2 {
+		t.Fatal("metrics lack gload_bytes_sent_total for the dataset")
+	}
+	if sent, err := strconv.ParseFloat(m[1], 64); err != nil || sent < float64(4*tokens) {
+		t.Errorf("gload_bytes_sent_total over shm: %q, want at least the %d bytes of input_ids", m[1], 4*tokens)
 	}
 	grpcOpen := cloneOpen(base)
 	grpcOpen.Transport = gloadpb.Transport_TRANSPORT_GRPC

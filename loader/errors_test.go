@@ -67,7 +67,7 @@ func TestOpenErrors(t *testing.T) {
 		}, codes.InvalidArgument, []string{"policy.position_start", "128-token rows", "at most 2147483520"}},
 		{"batch over the server limit", func(o *gloadpb.Open) {
 			o.Policy.BatchSize = 200
-		}, codes.InvalidArgument, []string{"policy.batch_size", "limit"}},
+		}, codes.InvalidArgument, []string{"policy.batch_size", "limit", "--max-batch-bytes", "max_length", "--max-length"}},
 		{"unknown transport", func(o *gloadpb.Open) { o.Transport = 9 }, codes.InvalidArgument, []string{"transport", "9"}},
 		{"resume other fingerprint", resume(func(r *gloadpb.ResumeState) { r.Fingerprint = "0123456789abcdef" }),
 			codes.FailedPrecondition, []string{"resume.fingerprint", "dataset changed since the state was saved"}},

@@ -51,7 +51,7 @@ func newMetrics(maxClients int, version string) *metrics {
 		Name: "gload_batches_sent_total", Help: "Batches sent to clients.",
 	}, ds)
 	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gload_bytes_sent_total", Help: "Encoded batch bytes sent to clients.",
+		Name: "gload_bytes_sent_total", Help: "Batch bytes handed to clients: encoded gRPC messages, and what was written into shared-memory slots.",
 	}, ds)
 	m.streams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gload_open_streams", Help: "Batch streams open now.",

@@ -217,8 +217,12 @@ func (s *Server) checkShapes(p epochPlan, cfg bucket.Config) error {
 		n := int64(sh.Rows)*int64(sh.Length)*per + int64(sh.Rows)*12
 		if n > s.cfg.MaxBatchBytes {
 			return status.Errorf(codes.InvalidArgument,
-				"policy.batch_size: batches of %d×%d tokens need %d bytes, more than this server's limit of %d",
-				sh.Rows, sh.Length, n, s.cfg.MaxBatchBytes)
+				"policy.batch_size: batches of %d×%d tokens need %d bytes, more than this server's limit of %d "+
+					"(--max-batch-bytes; the client holds several times that once it widens the keys to int64): "+
+					"rows of up to %d tokens are in this plan; leave them out with max_length (the Loader's, "+
+					"policy.max_length), cut them when tokenizing (--max-length with --overflow split), or ask for "+
+					"a smaller batch_size",
+				sh.Rows, sh.Length, n, s.cfg.MaxBatchBytes, sh.Length)
 		}
 	}
 	return nil

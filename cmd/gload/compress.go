@@ -38,7 +38,8 @@ zstd frames of --frame-bytes input each (default 4 MiB; every frame states its s
 (--codec bgzf; 64 KiB each, as htslib's bgzip writes them). Both are ordinary files for zstd, gzip and zcat.
 
 One .jsonl.gz or single-frame .jsonl.zst is decompressed by one core, which caps gload tokenize near
-130 MB/s of JSON Lines on gzip; a framed file is decoded on up to four cores, in order, byte-identical.
+130 MB/s of JSON Lines on gzip; a framed file is decoded on up to eight cores (as many as there are), in order,
+byte-identical.
 The output appears under its name only when complete.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },

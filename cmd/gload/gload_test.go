@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,11 +40,11 @@ func TestHelpOnEveryCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, output %q", cmd, code, out)
 		}
 	}
-	// The root's overview names every subcommand.
+	// The root's help lists every subcommand once (cobra's list; the overview above it does not repeat it).
 	out, _, _ := gload(t, "", "--help")
-	for _, sub := range []string{"encode", "tokenize", "compress", "inspect", "serve", "watch", "bench"} {
-		if !strings.Contains(out, "gload "+sub+" ") {
-			t.Errorf("root --help does not describe %s:\n%s", sub, out)
+	for _, sub := range []string{"encode", "tokenize", "compress", "inspect", "merge", "index", "serve", "watch", "bench", "sync"} {
+		if n := len(regexp.MustCompile(`(?m)^ +(gload )?`+sub+` +\S`).FindAllString(out, -1)); n != 1 {
+			t.Errorf("root --help describes %s %d times, want once:\n%s", sub, n, out)
 		}
 	}
 	out, _, code := gload(t, "", "--version")
@@ -115,6 +116,20 @@ func TestTokenizeInspect(t *testing.T) {
 	_, errOut, code = gload(t, "", "tokenize", "--quiet", "--tokenizer", exampleTokenizer, "--out", out, exampleCorpus)
 	if code != 1 || !strings.Contains(errOut, "--overwrite") {
 		t.Errorf("existing output: exit %d, %s", code, errOut)
+	}
+	// A run interrupted before it finalised: a journal beside shards, no state.json. inspect says so, and how to go on.
+	if err := os.Remove(filepath.Join(out, "state.json")); err != nil {
+		t.Fatal(err)
+	}
+	journal := `{"version": 1, "shards": [{}], "stats": {"documents": 200, "rows": 190, "tokens": 12345}}`
+	if err := os.WriteFile(filepath.Join(out, "gload.progress.json"), []byte(journal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = gload(t, "", "inspect", out)
+	for _, want := range []string{"interrupted", "1 shards completed", "190 rows", "--resume"} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("inspect of an interrupted run: exit %d, stderr %q lacks %q", code, errOut, want)
+		}
 	}
 }
 

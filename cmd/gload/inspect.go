@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/bits"
@@ -13,6 +14,7 @@ import (
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/proto/gloadpb"
 	"github.com/gload/gload/tokenize"
+	"github.com/gload/gload/tokenize/pipeline"
 )
 
 type inspectOptions struct {
@@ -68,6 +70,17 @@ refused (its text would be garbage) unless --any-tokenizer.`,
 
 func (o *inspectOptions) run(w io.Writer, dir string) error {
 	ds, err := dataset.Open(dir, dataset.OpenOptions{Logger: o.g.logger(), IndexDir: o.indexDir, Verify: o.verify, WriteIndex: true})
+	if errors.Is(err, dataset.ErrNotDataset) {
+		if run, jerr := pipeline.Interrupted(dir); jerr != nil {
+			return fmt.Errorf("%w (and its tokenize journal: %v)", err, jerr)
+		} else if run != nil {
+			return fmt.Errorf("%s is not a dataset yet: a gload tokenize run into it was interrupted (or is still "+
+				"running): its journal %s records %d shards completed (%d rows, %d tokens from %d records read)%s; "+
+				"run the same gload tokenize command with --resume to continue it, or with --overwrite to start again",
+				dir, run.Journal, run.Shards, run.Rows, run.Tokens, run.Documents,
+				map[bool]string{true: ", every record written: only finalisation remained", false: ""}[run.Finished])
+		}
+	}
 	if err != nil {
 		return err
 	}

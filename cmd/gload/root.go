@@ -63,18 +63,10 @@ func newRootCmdProfiled(stdin io.Reader, stdout, stderr io.Writer) (*cobra.Comma
 	root := &cobra.Command{
 		Use:   "gload",
 		Short: "Keep GPUs fed: pre-tokenize corpora into Arrow datasets and serve length-bucketed batches",
-		Long: `gload moves the input pipeline out of the training process.
-
-  gload encode     tokenize JSONL text from stdin with a tokenizer.json (check ids against Hugging Face)
-  gload tokenize   turn corpora (JSONL, text, Parquet, HF datasets) into a memory-mapped Arrow dataset
-  gload inspect    show what a dataset holds
-  gload compress   rewrite a big .gz/.zst corpus file as independent frames that tokenize decodes on several cores
-  gload merge      join the parts of gload tokenize --task I/N into one dataset
-  gload index      check a dataset's shards against its index (content hashes) and rewrite the index
-  gload serve      serve length-bucketed batches of datasets to training loops (gRPC or shared memory)
-  gload watch      show whether the GPUs starve: NVML utilisation beside the clients' data waits
-  gload bench      measure feeding: how fast gload serves, and whether a training command starves
-  gload sync       copy a dataset between object storage and a local directory, verified`,
+		Long: `gload moves the input pipeline out of the training process: tokenize a corpus once into a memory-mapped
+Arrow dataset (gload tokenize), then serve length-bucketed, token-budget or packed batches of it to every rank and
+DataLoader worker of a training loop (gload serve, or the server a Python gload.Loader starts for itself), and watch
+whether the GPUs starve (gload watch, gload bench).`,
 		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,

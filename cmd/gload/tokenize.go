@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gload/gload/tokenize"
+	"github.com/gload/gload/tokenize/chat"
 	"github.com/gload/gload/tokenize/corpus"
 	"github.com/gload/gload/tokenize/pipeline"
 )
@@ -254,7 +255,7 @@ func printSummary(w io.Writer, s pipeline.Summary, t runTimes) {
 	if s.Truncated > 0 || s.Split > 0 {
 		fmt.Fprintf(w, "  over --max-length: %d truncated, %d split\n", s.Truncated, s.Split)
 	}
-	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
+	fmt.Fprintf(w, "tokens     %d (longest row %d)\n", s.Tokens, s.LongestRow)
 	if s.TrainedTokens > 0 {
 		fmt.Fprintf(w, "trained    %d tokens (%.1f%%) carry labels\n", s.TrainedTokens, 100*float64(s.TrainedTokens)/float64(max(s.Tokens, 1)))
 	}
@@ -271,9 +272,39 @@ func printSummary(w io.Writer, s pipeline.Summary, t runTimes) {
 	st := s.Stages
 	fmt.Fprintf(w, "stages     reader %.0f%% busy, workers %.0f%%, writer %.0f%% (%.0f%% waiting for the previous shard's close)\n",
 		100*st.Reader, 100*st.Workers, 100*st.Writer, 100*st.WriterOnCloser)
-	if b := st.Bottleneck(); b != "" {
+	if b := st.Bottleneck(); b != "" && s.InputBytes >= adviceMinBytes {
 		fmt.Fprintf(w, "bottleneck %s\n", b)
 	}
+	for _, warning := range summaryWarnings(s) {
+		fmt.Fprintf(w, "WARNING    %s\n", warning)
+	}
+}
+
+// adviceMinBytes is the input below which the summary gives no speed advice: a run of a few seconds spends its time
+// starting up, and its stage shares say nothing about a large corpus.
+const adviceMinBytes = 256 << 20
+
+// unstableShare is the share of skipped conversations (template not prefix-stable) above which the summary says
+// loudly that the dataset lacks most of its corpus, and how to keep it.
+const unstableShare = 0.05
+
+// summaryWarnings are what a run that exited 0 must still tell its user: the dataset is not what they think.
+func summaryWarnings(s pipeline.Summary) []string {
+	var out []string
+	if s.LongRows > 0 {
+		out = append(out, fmt.Sprintf("%d rows are longer than %d tokens (the longest %d) and no --max-length was "+
+			"given: a batch holding such a row is gigabytes in the client (8 rows x %d tokens x 8 bytes per key). "+
+			"Tokenize again with --max-length N (the longest context you train on) and --overflow split or truncate, "+
+			"or give the Loader max_length to leave them out", s.LongRows, pipeline.LongRowTokens, s.LongestRow, s.LongestRow))
+	}
+	if n := s.Skipped[chat.KindUnstable]; n > 0 && s.Documents > 0 && float64(n)/float64(s.Documents) > unstableShare {
+		out = append(out, fmt.Sprintf("%d of %d conversations (%.0f%%) were skipped because the chat template is not "+
+			"prefix-stable (rendering a conversation changes the text of its earlier turns, e.g. reasoning dropped "+
+			"from past assistant turns), so their labels cannot be cut from one rendering. Tokenize again with "+
+			"--last-turn-only to train on the last assistant turn of each of them", n, s.Documents,
+			100*float64(n)/float64(s.Documents)))
+	}
+	return out
 }
 
 // eosID resolves the EOS token: --eos-token, else eos_token from tokenizer_config.json beside the tokenizer.

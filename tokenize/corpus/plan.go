@@ -184,14 +184,16 @@ func (pl *planner) input(p string) {
 		case st.IsDir():
 			pl.dir(m)
 		default:
-			pl.file(m, st, false)
+			// A glob with a format given names its files as plainly as a list would: `--format text 'src/*.py'`.
+			pl.file(m, st, pl.opts.Format != FormatAuto)
 		}
 	}
 	if len(pl.files)+len(pl.problems) == before {
 		if len(matches) == 0 {
 			pl.problem(p, ErrNotFound, "glob matches nothing")
 		} else {
-			pl.problem(p, ErrNoInputs, "glob matches %d paths, none of a known input format", len(matches))
+			pl.problem(p, ErrNoInputs, "glob matches %d paths, none of a known input format (.jsonl, .json, .ndjson, "+
+				".txt, .parquet, .arrow; --format text takes every file the glob matches)", len(matches))
 		}
 	}
 }
@@ -241,7 +243,7 @@ func (pl *planner) dir(d string) {
 			}
 			return nil
 		}
-		if _, _, ok := classify(p, pl.opts.Format, false); !ok {
+		if _, _, ok := classify(p, pl.opts.Format, false); !ok && !(pl.opts.Format == FormatText && looksLikeText(p)) {
 			return nil
 		}
 		st, err := os.Stat(p) // follows symlinks
@@ -269,7 +271,7 @@ func (pl *planner) dir(d string) {
 		if u.hf {
 			pl.hfDir(u.path)
 		} else {
-			pl.file(u.path, u.st, false)
+			pl.file(u.path, u.st, pl.opts.Format != FormatAuto) // the walk chose it for the format given
 		}
 	}
 }
@@ -290,6 +292,26 @@ func (pl *planner) file(p string, st fs.FileInfo, explicit bool) {
 		return
 	}
 	pl.add(File{Path: p, Size: st.Size(), Format: format, Compression: comp})
+}
+
+// sniffBytes is how much of a file looksLikeText reads.
+const sniffBytes = 8 << 10
+
+// looksLikeText is how a directory walk with --format text picks files whatever their extension (source trees:
+// .py, .go, .rs, Makefile): a regular file whose first 8 KiB hold no NUL byte (git's and grep -I's test for binary
+// files), or a .gz/.zst file, which is read decompressed.
+func looksLikeText(p string) bool {
+	if _, comp, _ := classify(p, FormatText, true); comp != CompressNone {
+		return true
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return true // the file's own check reports why it cannot be read
+	}
+	defer f.Close()
+	buf := make([]byte, sniffBytes)
+	n, _ := io.ReadFull(f, buf)
+	return !bytes.Contains(buf[:n], []byte{0})
 }
 
 func (pl *planner) add(f File) {

@@ -36,9 +36,13 @@ func TestPlanExpansion(t *testing.T) {
 		{"other/one.jsonl", CompressNone},
 		{"other/two.jsonl", CompressNone},
 		{"other/readme.md", CompressNone},
+		{"src/main.py", CompressNone},
+		{"src/lib/util.py", CompressNone},
+		{"src/Makefile", CompressNone},
 	} {
 		writeFile(t, dir, f.name, line, f.comp)
 	}
+	writeFile(t, dir, "src/logo.png", []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), CompressNone)
 	cases := []struct {
 		name   string
 		inputs []string
@@ -51,9 +55,19 @@ func TestPlanExpansion(t *testing.T) {
 			want:   []string{"corpus/a.b/x.json", "corpus/a.jsonl.gz", "corpus/a/z.ndjson.zst", "corpus/b.jsonl", "corpus/t.txt"},
 		},
 		{
-			name:   "walk with explicit format",
-			inputs: []string{"corpus"}, opts: Options{Format: FormatText},
-			want: []string{"corpus/t.txt"},
+			name:   "walk with --format text takes every text file, whatever its extension",
+			inputs: []string{"src"}, opts: Options{Format: FormatText},
+			want: []string{"src/Makefile", "src/lib/util.py", "src/main.py"},
+		},
+		{
+			name:   "walk with --format jsonl takes its extensions only",
+			inputs: []string{"corpus"}, opts: Options{Format: FormatJSONL},
+			want: []string{"corpus/a.b/x.json", "corpus/a.jsonl.gz", "corpus/a/z.ndjson.zst", "corpus/b.jsonl"},
+		},
+		{
+			name:   "glob with --format text takes every match",
+			inputs: []string{"src/*.py"}, opts: Options{Format: FormatText},
+			want: []string{"src/main.py"},
 		},
 		{
 			name:   "glob sorted, unknown extensions skipped",

@@ -36,7 +36,16 @@ type Stats struct {
 	InputBytes  int64            `json:"input_bytes"`  // text bytes tokenized
 	// TrainedTokens counts labels that are not -100 (chat/SFT datasets).
 	TrainedTokens int64 `json:"trained_tokens,omitempty"`
+	// LongestRow is the longest row written (tokens); LongRows counts the rows longer than LongRowTokens, which a
+	// run without --max-length warns about (one such row makes a batch of gigabytes).
+	LongestRow int64 `json:"longest_row,omitempty"`
+	LongRows   int64 `json:"long_rows,omitempty"`
 }
+
+// LongRowTokens is the row length above which a run without --max-length warns: twice the longest context of
+// common models (64k), so that a real long-context corpus stays quiet while a stray 10 MB log file that became a
+// 2.4 M-token row does not go unnoticed (its bucketed batch of 8 is 8 × 2.4 M × 4 bytes per key in the client).
+const LongRowTokens = 131072
 
 func trained(labels []int32) int64 {
 	var n int64
@@ -540,6 +549,17 @@ func (w *writer) writeChunk(c *chunk) error {
 			}
 			s.Rows++
 			s.Tokens += int64(len(row))
+			if n := int64(len(row)); n > s.LongestRow {
+				s.LongestRow = n
+			}
+			if o.MaxLength == 0 && len(row) > LongRowTokens {
+				s.LongRows++
+				if s.LongRows <= showSkips {
+					w.log.Warn("row longer than any model's context and no --max-length given: a batch holding it "+
+						"is huge; pass --max-length N (with --overflow split or truncate) to cut it",
+						"tokens", len(row), "file", w.plan.Files[it.after.File].Path, "record", it.after.Record)
+				}
+			}
 			w.ledger.rows++
 			w.ledger.tokens += int64(len(row))
 			w.prog.add(1, int64(len(row)))

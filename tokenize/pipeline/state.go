@@ -153,8 +153,12 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		}
 	default:
 		if onlyDatasetFiles(entries) {
-			return nil, fmt.Errorf("tokenize: output %s holds an earlier run's files (an unfinished or failed run leaves its "+
-				"journal): --overwrite is safe here (it deletes only files gload wrote), --resume continues that run", o.Out)
+			if _, err := os.Stat(st.journalPath()); err == nil {
+				return nil, fmt.Errorf("tokenize: output %s holds an interrupted run (its journal %s): --resume continues "+
+					"it, --overwrite starts again (it deletes only files gload wrote)", o.Out, journalName)
+			}
+			return nil, fmt.Errorf("tokenize: output %s already holds a complete dataset: --overwrite replaces it (it "+
+				"deletes only files gload wrote), or choose another --out", o.Out)
 		}
 		return nil, fmt.Errorf("tokenize: output %s exists and is not empty (use --overwrite to replace it or --resume to continue an interrupted run)", o.Out)
 	}
