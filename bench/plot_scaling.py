@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Draws issue 18's scaling plot: the engine's speed-up against workers, from the JSON lines `gload encode --bench`
-prints (bench/device_tokenize_table.sh writes them to engine.jsonl, each with a "label"). One line per label that
+prints (bench/device.sh tokenize table writes them to engine.jsonl, each with a "label"). One line per label that
 was measured at three or more worker counts (the best run of each count), the ideal (linear) line, and the 12x target. Standard library only,
 so it runs anywhere the table was fetched to.
 

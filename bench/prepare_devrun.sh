@@ -1,47 +1,99 @@
 #!/usr/bin/env bash
-# Prepares build/devrun, the folder the device scripts (bench/device_*.sh) expect on the GPU machine: the gload binary
-# (cgo on, for NVML; gzipped to fit the transfer limit), the llama3 fixture tokenizer, the reference corpus of
-# ../shared/bench/make_corpus.py and train_ref.py. Run from anywhere; then carry build/devrun.
+# Prepares build/devrun, the one folder every GPU-machine suite (bench/device.sh SUITE) reads: the gload binary (cgo
+# on, for NVML; gzipped to fit the transfer limit), the test binaries of the planner, merge and first-batch
+# benchmarks, the llama3, llama2 and bert fixture tokenizers, the reference corpus of ../shared/bench/make_corpus.py,
+# train_ref.py, the chat fixture, and pure-Python wheels the GPU image lacks (datasets, torchdata, pytest). Run from
+# anywhere on the build machine (about 3-5 minutes cold), then carry build/devrun.
+#
+#   --text-corpus          add multi.jsonl.gz, the multilingual part of ../shared/bench/make_text_corpus.py
+#                          (tokenize table; its header says which Debian and npm packages it reads;
+#                          TEXT_CORPUS=DIR reuses a built one)
+#   --base COMMIT          add gload-base.gz, the binary of COMMIT (tokenize ab: two binaries alternately)
+#   --pyclient-base COMMIT[:NAME]  put COMMIT's Python client in build/devrun/pyclient-NAME (default NAME base), for
+#                          handoff/native with ORDER="base new new base"; repeat it for more clients
+#   --wheels               add the Python client's test dependencies as wheels (pytests, on a machine without network)
+#   --tokenize-only        only what the tokenize suites read (binary, tokenizers, corpus), to stay under the
+#                          carry limit with --text-corpus and --base
 set -euo pipefail
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
-d=build/devrun
+d=${DEVRUN_DIR:-build/devrun}
+text=0 wheels=0 only_tok=0 base=
+pyclients=()
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--text-corpus) text=1 ;;
+	--wheels) wheels=1 ;;
+	--tokenize-only) only_tok=1 ;;
+	--base) base=$2; shift ;;
+	--pyclient-base) pyclients+=("$2"); shift ;;
+	-h | --help) sed -n 2,16p "$self"; exit 0 ;;
+	*) echo "prepare_devrun.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
 mkdir -p "$d"
-CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations go build -ldflags="-s -w" -o build/gload-devrun ./cmd/gload
+export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
+build() { go build -tags arrow_json_stdlib -ldflags="-s -w" -o "$1" ./cmd/gload; }
+build build/gload-devrun
 gzip -c build/gload-devrun > "$d/gload.gz"
-# bench/device_mixture.sh: the planner benchmarks
-CGO_CFLAGS=-Wno-deprecated-declarations go test -c -o build/bucket.test ./bucket
-gzip -c build/bucket.test > "$d/bucket.test.gz"
 rm -f "$d/gload"
-cp ../shared/fixtures/tokenizers/llama3/tokenizer.json.gz "$d/llama3.json.gz"
-cp ../shared/bench/train_ref.py "$d/"
+for t in llama3 llama2; do cp ../shared/fixtures/tokenizers/$t/tokenizer.json.gz "$d/$t.json.gz"; done
+cp ../shared/fixtures/tokenizers/bert-base-uncased/tokenizer.json.gz "$d/bert.json.gz"
 if [[ ! -f $d/corpus.jsonl.gz ]]; then
-	python3 ../shared/bench/make_corpus.py build/corpus.jsonl
+	[[ -f build/corpus.jsonl ]] || python3 ../shared/bench/make_corpus.py build/corpus.jsonl
 	gzip -c build/corpus.jsonl > "$d/corpus.jsonl.gz"
 fi
-# bench/device_sft.sh: the chat fixture, and the datasets wheels the GPU image lacks (pure Python; numpy, pyarrow,
-# pandas, fsspec, huggingface-hub, xxhash and tqdm are there).
-cp ../shared/fixtures/chat/conversations.jsonl.gz "$d/"
-gunzip -c ../shared/fixtures/chat/tokenizers/llama3-instruct/tokenizer_config.json.gz > "$d/llama3-instruct_tokenizer_config.json"
-if ! compgen -G "$d/whl/datasets-*.whl" >/dev/null; then
-	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		-d "$d/whl" datasets==4.0.0 dill==0.3.8 multiprocess==0.70.16
+if [[ $text == 1 && ! -f $d/multi.jsonl.gz ]]; then
+	tc=${TEXT_CORPUS:-build/textcorpus}
+	[[ -f $tc/multi.jsonl ]] || python3 ../shared/bench/make_text_corpus.py "$tc"
+	gzip -6 -c "$tc/multi.jsonl" > "$d/multi.jsonl.gz"
 fi
-# bench/device_integrations.sh: torchdata (pure Python; the GPU image lacks it).
-if ! compgen -G "$d/whl/torchdata-*.whl" >/dev/null; then
-	python3 -m pip download -q --no-deps --only-binary=:all: -d "$d/whl" torchdata==0.11.0
+if [[ -n $base ]]; then
+	wt=$(mktemp -d /tmp/gload-base.XXXXXX)
+	git worktree add -q --detach "$wt" "$base"
+	(cd "$wt" && build "$OLDPWD/build/gload-devrun-base")
+	git worktree remove --force "$wt"
+	gzip -c build/gload-devrun-base > "$d/gload-base.gz"
+	rm -f "$d/gload-base"
+	echo "base $(git rev-parse --short "$base"), candidate $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
 fi
-# bench/device_handoff.sh: pytest (pure Python; for the CUDA tests where the image lacks it).
-if ! compgen -G "$d/whl/pytest-*.whl" >/dev/null; then
-	python3 -m pip download -q --only-binary=:all: --python-version 3.12 -d "$d/whl" pytest==8.3.5
-fi
-# bench/device_identity.sh: the merge and first-batch benchmarks as test binaries.
-for p in tokenize/merge loader; do
-	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations go test -c -ldflags="-s -w" -o "build/$(basename $p).test" "./$p"
-	gzip -c "build/$(basename $p).test" > "$d/$(basename $p).test.gz"
+for spec in "${pyclients[@]}"; do
+	c=${spec%%:*} name=base
+	[[ $spec == *:* ]] && name=${spec#*:}
+	rm -rf "$d/pyclient-$name"
+	mkdir -p "$d/pyclient-$name"
+	git archive "$c" pyclient/gload | tar -x -C "$d/pyclient-$name" --strip-components=1
+	echo "pyclient-$name: $(git rev-parse --short "$c")"
 done
-# WHEELS=1: the Python client's test dependencies as wheels, for bench/device_pytests.sh on a machine without network.
-if [[ ${WHEELS:-0} == 1 && ! -d $d/wheels ]]; then
-	pip download -q -d "$d/wheels" --only-binary=:all: pytest grpcio protobuf numpy
+if [[ $only_tok == 0 ]]; then
+	cp ../shared/bench/train_ref.py "$d/"
+	# mixture: the planner benchmarks; identity: the merge and first-batch benchmarks.
+	go test -c -tags arrow_json_stdlib -ldflags="-s -w" -o build/bucket.test ./bucket
+	gzip -c build/bucket.test > "$d/bucket.test.gz"
+	for p in tokenize/merge loader; do
+		go test -c -tags arrow_json_stdlib -ldflags="-s -w" -o "build/$(basename $p).test" "./$p"
+		gzip -c "build/$(basename $p).test" > "$d/$(basename $p).test.gz"
+	done
+	# sft: the chat fixture, and the datasets wheels the GPU image lacks (pure Python; numpy, pyarrow, pandas, fsspec,
+	# huggingface-hub, xxhash and tqdm are there).
+	cp ../shared/fixtures/chat/conversations.jsonl.gz "$d/"
+	gunzip -c ../shared/fixtures/chat/tokenizers/llama3-instruct/tokenizer_config.json.gz > "$d/llama3-instruct_tokenizer_config.json"
+	if ! compgen -G "$d/whl/datasets-*.whl" >/dev/null; then
+		python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+			--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+			-d "$d/whl" datasets==4.0.0 dill==0.3.8 multiprocess==0.70.16
+	fi
+	# integrations: torchdata (pure Python; the GPU image lacks it).
+	if ! compgen -G "$d/whl/torchdata-*.whl" >/dev/null; then
+		python3 -m pip download -q --no-deps --only-binary=:all: -d "$d/whl" torchdata==0.11.0
+	fi
+	# handoff/native: pytest (pure Python; for the CUDA tests where the image lacks it).
+	if ! compgen -G "$d/whl/pytest-*.whl" >/dev/null; then
+		python3 -m pip download -q --only-binary=:all: --python-version 3.12 -d "$d/whl" pytest==8.3.5
+	fi
+fi
+if [[ $wheels == 1 && ! -d $d/wheels ]]; then
+	python3 -m pip download -q -d "$d/wheels" --only-binary=:all: pytest grpcio protobuf numpy
 fi
 du -sh "$d"

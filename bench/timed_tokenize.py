@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs one `gload tokenize` (or any command) and prints one result for the device scripts of issue 18
-(bench/device_tokenize_{table,10g,disk,ab}.sh): its exit status, wall time, MB/s of the input file, peak RSS, and the
+(bench/suites/tokenize_*.sh): its exit status, wall time, MB/s of the input file, peak RSS, and the
 lines of gload's summary that say what happened (documents, tokens, shards, wall, stages, bottleneck); the tail of
 stderr when it failed. Standard library only: the GPU machine's Python runs it.
 

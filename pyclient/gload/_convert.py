@@ -298,7 +298,7 @@ class Converter:
         buffer — the slot's own for slot batches, one per stream for gRPC batches — may then be rewritten, and the
         tensors are ready for any stream. Converting on the caller's thread instead (the copy's event returning the
         slot later) was measured and dropped: next() then pays the CUDA calls, 3.7% data wait on train_ref's small
-        model against 0.8% (bench/handoff_device.md)."""
+        model against 0.8% (docs/performance.md)."""
         import torch
 
         out, counts, lengths = self._np_batch(b, True)

@@ -931,7 +931,7 @@ def _refuse_auto_batching(caller: Any) -> None:
 _inherited: List[Any] = []
 # shm: batches announced in the ring itself, slots returned through it (no message per batch), converted on the
 # thread that calls next(); GLOAD_SHM_DOORBELL=0 asks for the message hand-off instead (to compare them:
-# pyclient/bench/next_latency.py, bench/device_handoff.sh). With device="cuda" the copy to the device is queued on a
+# pyclient/bench/next_latency.py, bench/device.sh handoff). With device="cuda" the copy to the device is queued on a
 # side stream and not waited for: the slot goes back once the copy's event has fired (queried on later calls).
 _SHM_DOORBELL = os.environ.get("GLOAD_SHM_DOORBELL", "1") != "0"
 

@@ -2,7 +2,7 @@
 staging buffer and reaches the device in one copy, as views of one device buffer. Checked here against the numpy
 conversion for every key set, dtype, label rule and packing, on a machine without a GPU: the CUDA calls (streams,
 events, pinned memory, record_stream) are replaced by no-ops and the "device" is the CPU — the real path runs in
-bench/device_handoff.sh's CUDA tests on the GPU machine. Skipped where torch is not importable."""
+bench/device.sh native's CUDA tests on the GPU machine. Skipped where torch is not importable."""
 
 from __future__ import annotations
 

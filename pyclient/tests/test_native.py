@@ -1,7 +1,7 @@
 """The native batch copier (gload/_copier.c through gload/_native.py): its conversion against the numpy one for every
 key set, dtype, label rule and packing; whole epochs through its thread against gRPC's batches (exactly once, same
 bytes, same order), under CPU load, with buffers too small at first, closed mid-epoch, and with the server killed.
-The CUDA side of the copier (a DMA from pinned staging, events) runs on the GPU machine (bench/device_handoff_ab.sh
+The CUDA side of the copier (a DMA from pinned staging, events) runs on the GPU machine (bench/device.sh native
 with tests/test_handoff.py and tests/test_torch.py there); here its host conversion is the same function."""
 
 from __future__ import annotations
