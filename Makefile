@@ -83,7 +83,7 @@ test-py-forksafe: build
 
 # The runnable blocks of README and docs/ (marked as such), run in order against bin/gload and .venv.
 test-docs: build
-	scripts/docs-test.sh
+	$(PYTHON) scripts/docs-test.py --python $(abspath $(PYTHON))
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokenize/...
