@@ -25,7 +25,7 @@ setup:
 	scripts/setup.sh
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gload
+	@scripts/progress.sh "go build $(BIN)" $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gload
 
 # The Rust-core engine (--engine hf) needs libtokenizers.a: scripts/build-libtokenizers.sh builds it.
 build-hf:
