@@ -33,6 +33,9 @@ def _run(capsys, *argv):
     return {int(line.split()[1]): line for line in lines}
 
 
+# A training script run as a subprocess (twice, to resume): minutes of CPU torch on a loaded 2-core machine, more than
+# the suite's 300 s per test.
+@pytest.mark.timeout(1200)
 def test_accelerate_loop_resumes_exactly(server, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     common = ["--addr", server.addr, "--dataset", "small", "--save-every", "3"]

@@ -133,6 +133,9 @@ def test_sft_example_masks_and_resumes(sft_server, tmp_path):
             assert torch.equal(a[k], b[k]), f"step {4 + i}: {k} of the resumed run differs"
 
 
+# A training script run as a subprocess (twice, to resume): minutes of CPU torch on a loaded 2-core machine, more than
+# the suite's 300 s per test.
+@pytest.mark.timeout(1200)
 def test_sft_example_runs_as_a_script(sft_server, tmp_path):
     server, _ = sft_server
     cmd = [sys.executable, str(PYCLIENT / "examples" / "hf_trainer_sft.py"), "--addr", server.addr, "--dataset", "sft",

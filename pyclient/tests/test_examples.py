@@ -16,6 +16,9 @@ if os.environ.get("GLOAD_NO_TORCH"):
 from conftest import PYCLIENT  # noqa: E402
 
 
+# A training script run as a subprocess (twice, to resume): minutes of CPU torch on a loaded 2-core machine, more than
+# the suite's 300 s per test.
+@pytest.mark.timeout(1200)
 def test_nanogpt_loop(server, tmp_path):
     ckpt = tmp_path / "ckpt.pt"
     cmd = [sys.executable, str(PYCLIENT / "examples" / "train_nanogpt.py"), "--addr", server.addr, "--dataset", "small",

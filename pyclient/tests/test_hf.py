@@ -108,6 +108,9 @@ def test_plain_trainer_gets_one_clear_error(server, tmp_path):
         tr.train()
 
 
+# A training script run as a subprocess (twice, to resume): minutes of CPU torch on a loaded 2-core machine, more than
+# the suite's 300 s per test.
+@pytest.mark.timeout(1200)
 def test_example_runs_and_resumes(server, tmp_path):
     """examples/hf_trainer.py as a user runs it: 2 steps, then resumed to 4 from its checkpoint."""
     import subprocess
