@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import grpc
 
+from ._peercred import Peer, Trust, check_server
 from .errors import ForkUnsafe
 
 ENV_ADDR = "GLOAD_ADDR"
@@ -160,11 +161,21 @@ def check_fork_safe(what: str = "gload") -> None:
 
 
 def open_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = ()) -> grpc.Channel:
-    """A plaintext channel to ``target`` that sends ``token`` (None: no token) with every call."""
+    """A plaintext channel to ``target`` that sends ``token`` (None: no token) with every call, once the server was
+    checked (:func:`open_checked_channel`)."""
+    return open_checked_channel(target, token, options)[0]
+
+
+def open_checked_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = (),
+                         trust: Optional[Trust] = None) -> Tuple[grpc.Channel, Peer]:
+    """(channel, server): :func:`gload._peercred.check_server` first (UntrustedServer for another user's server or a
+    socket path another user can change; nothing is sent to it), then a plaintext channel to ``target`` that sends
+    ``token`` (None: no token) with every call. ``server`` is who runs it (uid -1 if not known yet)."""
     global _started_in_pid
     check_fork_safe(f"channel to {target}")
+    peer = check_server(target, trust)
     _started_in_pid = os.getpid()
     ch = grpc.insecure_channel(target, options=list(options))
     if token:
         ch = grpc.intercept_channel(ch, _Bearer(token))
-    return ch
+    return ch, peer
