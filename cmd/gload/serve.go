@@ -130,20 +130,81 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mixes, err := mixtures(o.mixtures, o.mixtureFile)
+	st, err := o.startUp(ctx, datasets)
 	if err != nil {
 		return err
+	}
+	srv, lis, mlis := st.srv, st.lis, st.mlis
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(gctx, lis) })
+	if mlis != nil {
+		g.Go(func() error { return srv.ServeMetrics(gctx, mlis) })
+	}
+	return g.Wait()
+}
+
+// serveStart is what start-up made: the server and its listeners.
+type serveStart struct {
+	srv       *loader.Server
+	lis, mlis net.Listener
+}
+
+// close undoes a start-up nobody waits for any more.
+func (s serveStart) close() {
+	if s.mlis != nil {
+		s.mlis.Close()
+	}
+	if s.lis != nil {
+		s.lis.Close()
+	}
+	if s.srv != nil {
+		s.srv.Close()
+	}
+}
+
+// startUp reads the token, opens the datasets and listens. Its steps read
+// files and may fetch from object storage; none of them takes a context, so
+// it runs on its own goroutine and a signal (ctx) ends the wait at once: what
+// it made meanwhile is closed when it returns (issue 34 item 14).
+func (o *serveOptions) startUp(ctx context.Context, datasets map[string]string) (serveStart, error) {
+	type result struct {
+		s   serveStart
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := o.startSteps(datasets)
+		done <- result{s, err}
+	}()
+	select {
+	case r := <-done:
+		return r.s, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				r.s.close()
+			}
+		}()
+		return serveStart{}, fmt.Errorf("start-up interrupted (%w): nothing was served", context.Cause(ctx))
+	}
+}
+
+// startSteps is startUp's work.
+func (o *serveOptions) startSteps(datasets map[string]string) (serveStart, error) {
+	mixes, err := mixtures(o.mixtures, o.mixtureFile)
+	if err != nil {
+		return serveStart{}, err
 	}
 	log := o.g.logger()
 	var token string
 	if o.authTokenFile != "" {
 		if token, err = access.ReadTokenFile(o.authTokenFile); err != nil {
-			return fmt.Errorf("--auth-token-file: %w", err)
+			return serveStart{}, fmt.Errorf("--auth-token-file: %w", err)
 		}
 	}
 	remoteCfg, err := o.remote.config()
 	if err != nil {
-		return err
+		return serveStart{}, err
 	}
 	srv, err := loader.NewServer(loader.Config{
 		AuthToken:         token,
@@ -171,26 +232,21 @@ func (o *serveOptions) run(ctx context.Context) error {
 		Logger:            log,
 	})
 	if err != nil {
-		return err
+		return serveStart{}, err
 	}
 	lopts := loader.ListenOptions{AllowRemote: o.allowRemote}
 	lis, err := loader.Listen(o.listen, loader.ListenOptions{AllowRemote: o.allowRemote, SocketGroup: o.socketGroup})
 	if err != nil {
-		return fmt.Errorf("--listen: %w", closeAfter(err, srv))
+		return serveStart{}, fmt.Errorf("--listen: %w", closeAfter(err, srv))
 	}
 	var mlis net.Listener
 	if o.metrics != "" {
 		if mlis, err = loader.Listen(o.metrics, lopts); err != nil {
 			lis.Close()
-			return fmt.Errorf("--metrics: %w", closeAfter(err, srv))
+			return serveStart{}, fmt.Errorf("--metrics: %w", closeAfter(err, srv))
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Serve(gctx, lis) })
-	if mlis != nil {
-		g.Go(func() error { return srv.ServeMetrics(gctx, mlis) })
-	}
-	return g.Wait()
+	return serveStart{srv: srv, lis: lis, mlis: mlis}, nil
 }
 
 // closeAfter closes srv after a failed start and keeps err first.

@@ -50,12 +50,16 @@ def resolve(addr: Optional[str]) -> Tuple[str, str]:
 
 def read_token_file(path: str) -> str:
     """The token in ``path`` (white space around it removed); the file must not be readable by group or others."""
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a FIFO would block the open
         raise ValueError(f"auth token file {path}: not a regular file")
-    if st.st_mode & 0o077:
-        raise ValueError(f"auth token file {path}: mode {stat.S_IMODE(st.st_mode):04o} lets others read it; chmod 600 {path}")
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)  # never waits for a FIFO's writer
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"auth token file {path}: not a regular file")
+        if st.st_mode & 0o077:
+            raise ValueError(f"auth token file {path}: mode {stat.S_IMODE(st.st_mode):04o} lets others read it; "
+                             f"chmod 600 {path}")
         tok = f.read(4097).decode("ascii", errors="replace").strip()
     return check_token(tok, f"auth token file {path}")
 
