@@ -40,6 +40,9 @@ type serveOptions struct {
 	maxBufferBytes  int64
 	maxPerConn      int
 	maxConns        int
+	maxConnsPerPeer int
+	connReserve     int
+	authTimeout     time.Duration
 	noWriteIndex    bool
 	indexDir        string
 	verify          bool
@@ -91,7 +94,10 @@ Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accep
 	f.Int64Var(&o.maxBufferBytes, "max-buffer-bytes", loader.DefaultMaxBufferBytes,
 		"memory all streams together may hold for batches in flight (gRPC buffers and shm rings); a stream gets the prefetch that fits, or RESOURCE_EXHAUSTED")
 	f.IntVar(&o.maxPerConn, "max-streams-per-conn", loader.DefaultMaxStreamsPerConn, "most batch streams one client connection may open; more are refused with RESOURCE_EXHAUSTED")
-	f.IntVar(&o.maxConns, "max-conns", loader.DefaultMaxConns, "most client connections at once (more wait to be accepted)")
+	f.IntVar(&o.maxConns, "max-conns", loader.DefaultMaxConns, "most client connections at once (more wait to be accepted; with --auth-token-file, unauthenticated ones are closed to make room)")
+	f.IntVar(&o.maxConnsPerPeer, "max-conns-per-peer", 0, "most connections of one peer (a uid on unix sockets and loopback TCP, else an IP address); more are closed at once (default --max-conns/4)")
+	f.IntVar(&o.connReserve, "conn-reserve", 0, "with --auth-token-file: connections kept for clients that sent the token (default --max-conns/8)")
+	f.DurationVar(&o.authTimeout, "auth-timeout", loader.DefaultAuthTimeout, "with --auth-token-file: a connection without a call carrying the token for this long is closed")
 	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
 	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index or freshness stamp anywhere")
 	f.StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index (Hugging Face) and read-only directories")
@@ -220,6 +226,9 @@ func (o *serveOptions) startSteps(datasets map[string]string) (serveStart, error
 		MaxBufferBytes:    o.maxBufferBytes,
 		MaxStreamsPerConn: o.maxPerConn,
 		MaxConns:          o.maxConns,
+		MaxConnsPerPeer:   o.maxConnsPerPeer,
+		ConnReserve:       o.connReserve,
+		AuthTimeout:       o.authTimeout,
 		TLSCertFile:       o.tlsCert,
 		TLSKeyFile:        o.tlsKey,
 		NoWriteIndex:      o.noWriteIndex,

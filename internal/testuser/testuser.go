@@ -132,6 +132,7 @@ type Proc struct {
 //	                     and report "got N" for each connection's N bytes
 //	symlink TARGET PATH  make PATH a symbolic link to TARGET
 //	mkdir PATH MODE      make the directory PATH with MODE
+//	connect ADDR N       open N TCP connections to ADDR and hold them (idle)
 func Start(t testing.TB, uid, gid int, role ...string) *Proc {
 	t.Helper()
 	b, err := binary()
@@ -261,6 +262,26 @@ func perform(role []string) error {
 		if err := os.Symlink(role[1], role[2]); err != nil {
 			return err
 		}
+	case role[0] == "connect" && len(role) == 3:
+		n, err := strconv.Atoi(role[2])
+		if err != nil {
+			return err
+		}
+		var held []net.Conn
+		for range n {
+			c, err := net.Dial("tcp", role[1])
+			if err != nil {
+				fmt.Printf("error: %v\n", err)
+				break
+			}
+			held = append(held, c)
+		}
+		fmt.Println("ready")
+		io.Copy(io.Discard, os.Stdin)
+		for _, c := range held {
+			c.Close()
+		}
+		return nil
 	case role[0] == "mkdir" && len(role) == 3:
 		m, err := strconv.ParseUint(role[2], 8, 32)
 		if err != nil {
