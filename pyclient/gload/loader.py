@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 import weakref
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
@@ -537,8 +537,8 @@ class Loader(_Base):
         backoff = 0.05
         while True:
             try:
-                self._stream = Stream(self._api().Batches, msg, self.addr, _OPEN_TIMEOUT_S, self._converter,
-                                      self._server_uid)
+                self._stream = Stream(self._api().Batches, msg, self.addr, _OPEN_TIMEOUT_S,
+                                      _weak_method(self._converter), _weak_method(self._server_uid))
                 break
             except ServerUnavailable as e:
                 if time.monotonic() + backoff > deadline:
@@ -937,6 +937,21 @@ def _refuse_auto_batching(caller: Any) -> None:
 
 # Channels and streams inherited by forked processes: kept referenced so that they are never finalised in a
 # process whose gRPC threads they do not own.
+def _weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` without a reference to its object: a stream's reader thread keeps the stream alive, and the stream
+    must not keep its Loader alive, so that a Loader dropped without close() is collected and its __del__ ends the
+    stream (the server frees its ring and connection)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        m = ref()
+        if m is None:
+            raise GloadError("the Loader of this stream was garbage-collected")
+        return m(*args, **kwargs)
+
+    return call
+
+
 _inherited: List[Any] = []
 # shm: batches announced in the ring itself, slots returned through it (no message per batch), converted on the
 # thread that calls next(); GLOAD_SHM_DOORBELL=0 asks for the message hand-off instead (to compare them:
