@@ -233,3 +233,22 @@ func TestTCPPeer(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseTrust: any $GLOAD_TRUST_SERVER value parses or is refused, never
+// panics, and a parsed one names only non-negative ids.
+func FuzzParseTrust(f *testing.F) {
+	for _, s := range []string{"", "root", "0,1,2", "group:0", "group:root,1000", ",,", "group:", "nosuchuser-gload", "-1", "99999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tr, err := access.ParseTrust(s)
+		if err != nil {
+			return
+		}
+		for _, id := range append(tr.UIDs, tr.GIDs...) {
+			if id < 0 {
+				t.Fatalf("ParseTrust(%q) gave id %d", s, id)
+			}
+		}
+	})
+}

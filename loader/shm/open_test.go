@@ -123,3 +123,27 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzCheckRingPath: a path a server announces is accepted only if it is a
+// clean absolute ring name in /dev/shm (the fuzzer's paths name no real
+// directory of another kind), and checking never panics.
+func FuzzCheckRingPath(f *testing.F) {
+	for _, s := range []string{"/dev/shm/gload-1-0-0123456789abcdef.ring", "/dev/shm/../etc/passwd", "gload-1-0-0123456789abcdef.ring",
+		"/dev/shm/gload-1-0-0123456789abcdef.ring/", "/dev/shm//gload-1-0-0123456789abcdef.ring", "/dev/shm/gload-0-0-0123456789abcdef.ring",
+		"/dev/shm/gload-1-0-0123456789abcdeg.ring", "/tmp/gload-1-0-0123456789abcdef.ring", "/dev/shm/gload-1-0-0123456789abcdef.ring\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if err := CheckRingPath(p, os.Geteuid()); err == nil {
+			dir, name := filepath.Split(p)
+			if _, _, ok := ParseName(name); !ok || filepath.Clean(p) != p || !filepath.IsAbs(p) {
+				t.Fatalf("CheckRingPath(%q) accepted a path that is not a clean ring name", p)
+			}
+			if dir != DefaultDir+"/" {
+				if fi, err := os.Lstat(filepath.Clean(dir)); err != nil || !fi.IsDir() {
+					t.Fatalf("CheckRingPath(%q) accepted a ring outside a real directory", p)
+				}
+			}
+		}
+	})
+}
