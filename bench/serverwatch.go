@@ -87,7 +87,14 @@ func DialWatch(addr, token string) (gloadpb.LoaderClient, io.Closer, error) {
 			return nil, nil, fmt.Errorf("%w: %w", ErrOptions, err)
 		}
 	}
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), client.AuthDialOption(token))
+	trust, err := access.TrustFromEnv()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	// The same checks as client.Dial: the socket's directory, owner and peer
+	// credentials (a loopback TCP server's uid) before anything is sent.
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), client.AuthDialOption(token),
+		grpc.WithContextDialer(access.NewDialer(trust).Dial))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

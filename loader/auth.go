@@ -17,6 +17,7 @@ import (
 func (s *Server) authorize(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if access.Allowed(md.Get(access.MetadataKey), s.cfg.AuthToken) {
+		markAuthenticated(ctx)
 		return nil
 	}
 	s.metrics.authRefused.Inc()

@@ -55,6 +55,15 @@ type Config struct {
 	MaxBufferBytes    int64
 	MaxStreamsPerConn int
 	MaxConns          int
+	// MaxConnsPerPeer bounds the connections of one peer (a uid for unix
+	// sockets and loopback TCP, else a remote IP address; default
+	// MaxConns/4); with an AuthToken, AuthTimeout is how long a connection may
+	// go without a call carrying it (default 10 s) and ConnReserve how many
+	// of MaxConns such pending connections may never take (default
+	// MaxConns/8). See admit.go.
+	MaxConnsPerPeer int
+	AuthTimeout     time.Duration
+	ConnReserve     int
 	// MaxClientLabels bounds the distinct client_id label values in metrics
 	// (default 64); further clients share the label "_other".
 	MaxClientLabels int
@@ -158,6 +167,19 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerPeer == 0 {
+		c.MaxConnsPerPeer = defaultPerPeer(c.MaxConns)
+	}
+	if c.ConnReserve == 0 {
+		c.ConnReserve = defaultReserve(c.MaxConns)
+	}
+	if c.AuthTimeout == 0 {
+		c.AuthTimeout = DefaultAuthTimeout
+	}
+	if c.MaxConnsPerPeer < 1 || c.ConnReserve < 0 || c.ConnReserve >= max(c.MaxConns, 1) && c.MaxConns > 1 || c.AuthTimeout < 0 {
+		return c, fmt.Errorf("%w: max connections per peer %d, connection reserve %d (of %d), auth timeout %s: want per peer > 0, "+
+			"0 <= reserve < max connections, timeout > 0", ErrConfig, c.MaxConnsPerPeer, c.ConnReserve, c.MaxConns, c.AuthTimeout)
 	}
 	if c.MaxStreams < 1 || c.MaxStreamsPerConn < 1 || c.MaxConns < 1 || c.MaxStreamsPerConn > 1<<20 {
 		return c, fmt.Errorf("%w: max streams %d, per connection %d, max connections %d: want > 0", ErrConfig,

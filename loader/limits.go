@@ -152,8 +152,8 @@ type connCounts struct{}
 
 var _ stats.Handler = connCounts{}
 
-func (connCounts) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, connKey{}, &connCount{})
+func (connCounts) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	return context.WithValue(tagAdmitted(ctx, info), connKey{}, &connCount{})
 }
 func (connCounts) HandleConn(context.Context, stats.ConnStats)                     {}
 func (connCounts) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }

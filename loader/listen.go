@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gload/gload/loader/access"
 )
 
 // Addr is a parsed listen address.
@@ -95,7 +97,10 @@ type ListenOptions struct {
 // SocketGroup), whatever the umask: it is bound inside a private 0700
 // directory, given its mode there and only then linked under its name, so
 // nobody else can connect in between. A missing parent directory is created
-// with mode 0700. Closing the listener removes the socket file.
+// with mode 0700; an existing directory must be private to the user
+// (access.PrepareSocketDir: owned by the user or root, and writable by
+// nobody else unless sticky, up to /), and a socket file of another user is
+// never probed or removed. Closing the listener removes the socket file.
 func Listen(addr string, opts ListenOptions) (net.Listener, error) {
 	a, err := ParseAddr(addr)
 	if err != nil {
@@ -148,8 +153,8 @@ func listenUnix(path, group string) (net.Listener, error) {
 		mode, gid = 0o660, id
 	}
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("listen on %s: socket directory: %w", url, err)
+	if err := access.PrepareSocketDir(dir); err != nil {
+		return nil, fmt.Errorf("%w: listen on %s: %w", ErrAddress, url, err)
 	}
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
@@ -236,6 +241,10 @@ func removeStaleSocket(path string) error {
 	}
 	if st.Mode()&os.ModeSocket == 0 {
 		return fmt.Errorf("%w: unix://%s exists and is not a socket", ErrAddress, path)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() && sys.Uid != 0 {
+		return fmt.Errorf("%w: unix://%s belongs to uid %d, not to you (uid %d): another user bound it first; "+
+			"listen in a directory of your own (mode 0700)", ErrAddrInUse, path, sys.Uid, os.Geteuid())
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {

@@ -130,9 +130,10 @@ func TestListen(t *testing.T) {
 // TestListenUnixMode: the socket's mode is 0600 whatever the umask (0660 and
 // the group with SocketGroup); its parent is created 0700; Close removes it.
 func TestListenUnixMode(t *testing.T) {
+	base := t.TempDir() // before the umask of 0: a 0777 parent is refused (TestListenUnsafeDir)
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
-	dir := filepath.Join(t.TempDir(), "run")
+	dir := filepath.Join(base, "run")
 	gid := os.Getgid()
 	for _, tc := range []struct {
 		name  string

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gload/gload/internal/testuser"
 	"github.com/gload/gload/loader"
 )
 
@@ -16,10 +17,13 @@ import (
 // the separate server process of TestHostileStreamsBounded (so that its
 // memory is measured apart from the clients').
 func TestMain(m *testing.M) {
+	testuser.Main() // the second user's side of the cross-user tests
 	if os.Getenv("GLOAD_TEST_SERVE") != "" {
 		os.Exit(serveHelper())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testuser.Done()
+	os.Exit(code)
 }
 
 // serveHelper serves $GLOAD_TEST_DATASET on $GLOAD_TEST_SERVE (an address)

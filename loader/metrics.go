@@ -35,6 +35,8 @@ type metrics struct {
 	limitRefused *prometheus.CounterVec
 	// bufferBytes is what open streams have reserved under --max-buffer-bytes.
 	bufferBytes prometheus.Gauge
+	// connsRefused counts connections closed by admission (admit.go), by reason.
+	connsRefused *prometheus.CounterVec
 }
 
 func newMetrics(maxClients int, version string) *metrics {
@@ -86,11 +88,14 @@ func newMetrics(maxClients int, version string) *metrics {
 	m.limitRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gload_limit_refused_total", Help: "Streams refused with RESOURCE_EXHAUSTED, by the limit that was hit.",
 	}, []string{"limit"})
+	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gload_conns_refused_total", Help: "Connections closed by admission: per_peer (--max-conns-per-peer), auth_timeout (--auth-timeout), evicted_unauthenticated (room for new connections).",
+	}, []string{"reason"})
 	m.bufferBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gload_reserved_buffer_bytes", Help: "Bytes reserved by open streams for in-flight batches (gRPC buffers and shm rings).",
 	})
 	m.reg.MustRegister(m.mixRows, m.mixTokens, m.batches, m.bytes, m.streams, m.streamErrors, m.planSeconds, m.planCache,
-		m.queueDepth, m.waitSeconds, m.stepSeconds, m.waitShare, m.authRefused, m.limitRefused, m.bufferBytes,
+		m.queueDepth, m.waitSeconds, m.stepSeconds, m.waitShare, m.authRefused, m.limitRefused, m.bufferBytes, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gload_build_info", Help: "Always 1; the version label is the server's (gload --version).",

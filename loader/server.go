@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -42,6 +41,7 @@ type Server struct {
 	pool     *bufPool
 	metrics  *metrics
 	clients  *clientTable
+	admit    atomic.Pointer[admitListener] // set by Serve
 	budget   *bufferBudget
 	watch    *watchState
 	grpc     *grpc.Server
@@ -261,13 +261,20 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return ErrServed
 	}
 	errc := make(chan error, 1)
-	lis = netutil.LimitListener(lis, s.cfg.MaxConns)
+	adm := newAdmitListener(lis, admitConfig{
+		maxConns: s.cfg.MaxConns, perPeer: s.cfg.MaxConnsPerPeer, reserve: s.cfg.ConnReserve,
+		authTimeout: s.cfg.AuthTimeout, needAuth: s.cfg.AuthToken != "",
+		onRefuse: func(why string) { s.metrics.connsRefused.WithLabelValues(why).Inc() },
+	})
+	s.admit.Store(adm)
+	lis = adm
 	go func() { errc <- s.grpc.Serve(lis) }()
 	s.startWatch(ctx)
 	s.warnOpenTCP(lis)
 	s.log.Info("serving", "addr", addrString(lis.Addr()), "datasets", s.names,
 		"max_prefetch", s.cfg.MaxPrefetch, "max_streams", s.cfg.MaxStreams, "max_buffer_bytes", s.cfg.MaxBufferBytes,
-		"max_streams_per_conn", s.cfg.MaxStreamsPerConn, "max_conns", s.cfg.MaxConns, "tls", s.cfg.TLSCertFile != "", "auth_token", s.cfg.AuthToken != "")
+		"max_streams_per_conn", s.cfg.MaxStreamsPerConn, "max_conns", s.cfg.MaxConns,
+		"max_conns_per_peer", s.cfg.MaxConnsPerPeer, "conn_reserve", s.cfg.ConnReserve, "auth_timeout", s.cfg.AuthTimeout, "tls", s.cfg.TLSCertFile != "", "auth_token", s.cfg.AuthToken != "")
 	select {
 	case err := <-errc:
 		s.abortFunc()
@@ -357,6 +364,15 @@ func (s *Server) ServeMetrics(ctx context.Context, lis net.Listener) error {
 // Clients returns what the server knows about its clients (open streams,
 // queue depth, step reports), sorted by dataset and client id.
 func (s *Server) Clients() []ClientStat { return s.clients.snapshot() }
+
+// Conns returns the connections admitted and, of them, those still pending
+// authentication (0, 0 before Serve).
+func (s *Server) Conns() (total, pending int) {
+	if a := s.admit.Load(); a != nil {
+		return a.counts()
+	}
+	return 0, 0
+}
 
 // Streams returns the number of open batch streams.
 func (s *Server) Streams() int { return int(s.streams.Load()) }

@@ -426,6 +426,226 @@ a_remote_bind() {
 	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *allow-remote* ]] && pass "refused without --allow-remote" || fail "rc=$rc ${out:0:100}"
 }
 
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 34 items 2, 3, 9, 13, 14: other local users and hostile servers (the cross-user attacks need root to make the
+# second user "gloadtest"; they SKIP otherwise)
+# ---------------------------------------------------------------------------------------------------------------
+OTHER=gloadtest
+other_user() { # makes the second user (root only); fails with the reason
+	[ "$(id -u)" = 0 ] || { echo "needs root to make a second user"; return 1; }
+	id -u $OTHER >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin $OTHER >/dev/null 2>&1 ||
+		{ echo "useradd $OTHER failed"; return 1; }
+	command -v setpriv >/dev/null || { echo "no setpriv"; return 1; }
+	[ -x /usr/bin/python3 ] || { echo "no /usr/bin/python3 for the second user"; return 1; }
+}
+as_other() { setpriv --reuid=$OTHER --regid=$OTHER --clear-groups "$@"; }
+ATK_PID=""
+squat() { # squat PATH [DIRMODE]: the other user binds PATH (making its dir DIRMODE) and writes "got N" per connection to $W/atk.out
+	: >"$W/atk.out"; chmod 666 "$W/atk.out"
+	as_other /usr/bin/python3 -c "
+import os, socket, sys, threading
+path, mode = sys.argv[1], int(sys.argv[2], 8)
+try:
+    os.mkdir(os.path.dirname(path), 0o700); os.chmod(os.path.dirname(path), mode)
+except FileExistsError:
+    pass
+s = socket.socket(socket.AF_UNIX); s.bind(path); os.chmod(path, 0o777); s.listen(64)
+out = open('$W/atk.out', 'a')
+def serve(c):
+    n = 0
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        n += len(b)
+    out.write('got %d\n' % n); out.flush()
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+" "$1" "${2:-755}" &
+	ATK_PID=$!; PIDS+=("$ATK_PID")
+	for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.05; done
+	return 1
+}
+unsquat() { [ -n "$ATK_PID" ] && { killtree "$ATK_PID"; wait "$ATK_PID" 2>/dev/null; }; ATK_PID=""; }
+received() { awk '{s+=$2} END {print s+0}' "$W/atk.out"; }
+sticky_dir() { local d; d=$(mktemp -d "$W/sticky.XXXXXX"); chmod 1777 "$d"; chmod 711 "$W"; echo "$d"; }
+
+a_x_default_socket() { # 34.2: another user binds our default socket (no XDG_RUNTIME_DIR) first
+	local why; why=$(other_user) || { skip "$why"; return; }
+	local t; t=$(sticky_dir)
+	squat "$t/gload-$(id -u)/gload.sock" || { fail "the other user could not bind"; return; }
+	local out rc w wrc py
+	out=$(TMPDIR=$t XDG_RUNTIME_DIR= GLOAD_ADDR= timeout 30 "$BIN" serve --no-gpu-watch --dataset ds="$W/ds" 2>&1); rc=$?
+	w=$(TMPDIR=$t XDG_RUNTIME_DIR= GLOAD_ADDR= timeout 30 "$BIN" watch --once 2>&1); wrc=$?
+	py=$(TMPDIR=$t XDG_RUNTIME_DIR= GLOAD_ADDR= pyc "
+import gload
+try:
+    next(iter(gload.Loader(None,'ds',batch_size=4))); print('SERVED')
+except gload.UntrustedServer as e: print('REFUSED', e)" 2>&1)
+	sleep 0.3; unsquat
+	local n; n=$(received)
+	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *"uid $(id -u $OTHER)"* ]] && [ $wrc != 0 ] && [[ $w == *untrusted* ]] && [[ $py == REFUSED* ]] && [ "$n" = 0 ] &&
+		pass "serve, gload watch and Loader(None) refuse uid $(id -u $OTHER)'s socket; it received 0 bytes" ||
+		fail "serve rc=$rc ${out:0:60}; watch rc=$wrc; python: ${py:0:60}; received $n bytes"
+}
+a_x_dir_0777() { # 34.2: another user pre-creates the socket directory 0777
+	local why; why=$(other_user) || { skip "$why"; return; }
+	local t; t=$(sticky_dir)
+	as_other mkdir -m 777 "$t/gload-run"
+	local out rc; out=$(timeout 30 "$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen "unix://$t/gload-run/gload.sock" 2>&1); rc=$?
+	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *"not private to you"* ]] && [ ! -e "$t/gload-run/gload.sock" ] &&
+		pass "serve refuses: $(grep -o 'belongs to uid [0-9]*' <<<"$out" | head -1)" || fail "rc=$rc ${out:0:120}"
+}
+a_x_own_dir_0777() { # 34.2: our own socket directory left writable by others
+	local d=$W/open-run; mkdir -p "$d"; chmod 777 "$d"
+	local out rc; out=$(timeout 30 "$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen "unix://$d/gload.sock" 2>&1); rc=$?
+	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *"mode 0777"* ]] && pass "serve refuses, naming mode 0777" || fail "rc=$rc ${out:0:120}"
+}
+a_x_symlinked_dir() { # 34.2: another user links our socket directory to one of its own
+	local why; why=$(other_user) || { skip "$why"; return; }
+	local t; t=$(sticky_dir)
+	squat "$t/theirs/gload.sock" || { fail "the other user could not bind"; return; }
+	as_other ln -s "$t/theirs" "$t/gload-$(id -u)"
+	local out rc py
+	out=$(timeout 30 "$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen "unix://$t/gload-$(id -u)/gload.sock" 2>&1); rc=$?
+	py=$(pyc "
+import gload
+try:
+    next(iter(gload.Loader('unix://$t/gload-$(id -u)/gload.sock','ds',batch_size=4))); print('SERVED')
+except gload.UntrustedServer as e: print('REFUSED', e)" 2>&1)
+	sleep 0.3; unsquat
+	local n; n=$(received)
+	[ $rc != 0 ] && [ $rc != 124 ] && [[ $py == REFUSED* ]] && [ "$n" = 0 ] && pass "serve and Loader refuse the link; 0 bytes sent" ||
+		fail "serve rc=$rc ${out:0:80}; python ${py:0:80}; received $n"
+}
+a_x_slurm_socket() { # 34.2: another user binds /tmp/gload-$SLURM_JOB_ID.sock (README's old recipe) first
+	local why; why=$(other_user) || { skip "$why"; return; }
+	local t; t=$(sticky_dir)
+	squat "$t/gload-4242.sock" || { fail "the other user could not bind"; return; }
+	local out rc py
+	out=$(timeout 30 "$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen "unix://$t/gload-4242.sock" 2>&1); rc=$?
+	py=$(pyc "
+import gload
+try:
+    next(iter(gload.Loader('unix://$t/gload-4242.sock','ds',batch_size=4))); print('SERVED')
+except gload.UntrustedServer as e: print('REFUSED', e)" 2>&1)
+	sleep 0.3; unsquat
+	local n; n=$(received)
+	[ $rc != 0 ] && [[ $out == *"another user bound it first"* ]] && [[ $py == REFUSED* ]] && [ "$n" = 0 ] &&
+		pass "serve: address in use by uid $(id -u $OTHER); Loader refuses; 0 bytes sent" || fail "serve rc=$rc ${out:0:80}; python ${py:0:80}; received $n"
+}
+a_x_replace_socket() { # 34.2: another user tries to replace our socket after start (sticky dir) or to plant one beside it
+	local why; why=$(other_user) || { skip "$why"; return; }
+	local t; t=$(sticky_dir)
+	"$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen "unix://$t/job.sock" >"$W/serve-rep.log" 2>&1 &
+	local p=$!; PIDS+=("$p")
+	for _ in $(seq 100); do [ -S "$t/job.sock" ] && break; sleep 0.1; done
+	local rm1 mv1
+	as_other rm -f "$t/job.sock" 2>/dev/null && rm1=removed || rm1=refused
+	as_other mv "$t/job.sock" "$t/x.sock" 2>/dev/null && mv1=moved || mv1=refused
+	local ok; ok=$(pyc "
+import gload
+next(iter(gload.Loader('unix://$t/job.sock','ds',batch_size=4))); print('OK')" 2>&1)
+	kill $p 2>/dev/null; wait $p 2>/dev/null
+	[ $rm1 = refused ] && [ $mv1 = refused ] && [ "$ok" = OK ] && pass "unlink and rename by the other user refused; our clients still reach our server" ||
+		fail "rm $rm1, mv $mv1, client ${ok:0:80}"
+}
+a_hostile_ring() { # 34.3: a server names the client's private file (and links to it) as its ring
+	local out
+	out=$(pyc "
+import os, tempfile, time, gload
+from concurrent import futures
+import grpc
+from gload._proto import gload_pb2 as pb, gload_pb2_grpc as pb_grpc
+d = tempfile.mkdtemp(dir='$W'); secret = os.urandom(3*4096)
+victim = os.path.join(d, 'private'); open(victim, 'wb').write(secret); os.chmod(victim, 0o600)
+name = 'gload-1-0-0123456789abcdef.ring'
+os.mkdir(d + '/sym'); os.symlink(victim, d + '/sym/' + name)
+os.mkdir(d + '/hard'); os.link(victim, d + '/hard/' + name)
+os.mkdir(d + '/fifo'); os.mkfifo(d + '/fifo/' + name)
+class S(pb_grpc.LoaderServicer):
+    path = ''
+    def Batches(self, it, ctx):
+        next(it)
+        yield pb.ServerMessage(opened=pb.Opened(batches=1, prefetch=2, slots=2, slot_bytes=4096, shm_path=self.path,
+            control_offset=8192, control_bytes=4096, layout=pb.SlotLayout(lengths=2048, index=2560, position_ids=3072, cu_seqlens=3072, labels=3072)))
+        time.sleep(3)
+refused = []
+for p in (victim, d + '/sym/' + name, d + '/hard/' + name, d + '/fifo/' + name, 'relative.ring', d + '/sym/../private'):
+    S.path = p
+    srv = grpc.server(futures.ThreadPoolExecutor(4)); pb_grpc.add_LoaderServicer_to_server(S(), srv)
+    sock = d + '/s.sock'; srv.add_insecure_port('unix://' + sock); srv.start()
+    try:
+        next(iter(gload.Loader('unix://' + sock, 'd', batch_size=4, reconnect_timeout=1.0)))
+        print('MAPPED', p)
+    except gload.GloadError as e:
+        refused.append('ring' in str(e))
+    srv.stop(None)
+print('REFUSED', sum(refused), 'of', len(refused), 'unchanged' if open(victim, 'rb').read() == secret else 'CHANGED')" 2>&1)
+	out=$(grep -o 'MAPPED.*\|REFUSED.*' <<<"$out" | tr '\n' ' ')
+	[[ $out == "REFUSED 6 of 6 unchanged " ]] && pass "6 of 6 hostile ring paths refused at Opened (file, symlink, hard link, FIFO, relative, ..); the file unchanged" || fail "$(tr '\n' ' ' <<<"$out" | tail -c 140)"
+}
+a_idle_conns() { # 34.9: 1100 idle TCP connections of another user, then a token holder
+	local why; why=$(other_user) || { skip "$why"; return; }
+	head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/token9"; chmod 600 "$W/token9"
+	local port=$((20000 + RANDOM % 20000))
+	"$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen 127.0.0.1:$port --auth-token-file "$W/token9" --max-conns 1024 >"$W/serve9.log" 2>&1 &
+	local p=$!; PIDS+=("$p")
+	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+	as_other /usr/bin/python3 -c "
+import socket, sys, time
+s = [socket.create_connection(('127.0.0.1', $port)) for _ in range(1100)]
+print('held', len(s), flush=True); time.sleep(3600)" >"$W/idle.out" 2>&1 &
+	local a=$!; PIDS+=("$a")
+	for _ in $(seq 300); do grep -q held "$W/idle.out" && break; sleep 0.1; done
+	local out; out=$(pyc "
+import time, gload
+t = time.time()
+n = sum(1 for _ in gload.Loader('127.0.0.1:$port', 'ds', batch_size=64, transport='grpc', auth_token=open('$W/token9').read().strip()))
+print('OK', n, round(time.time() - t, 1))" 2>&1)
+	local held; held=$(grep -o 'held [0-9]*' "$W/idle.out")
+	local still=no; kill -0 $a 2>/dev/null && still=yes
+	killtree $a; kill $p 2>/dev/null; wait $a $p 2>/dev/null
+	[[ $out == OK* ]] && [ "$held" = "held 1100" ] && [ $still = yes ] && pass "token holder got every batch (${out#OK }s) while another user held 1100 idle connections" ||
+		fail "${out:0:80}; other user: ${held:-$(head -c 60 "$W/idle.out")}, still holding: $still"
+}
+a_dropped_loaders() { # 34.13: 50 Loaders dropped without close()
+	serve || { fail "serve did not start"; return; }
+	local out; out=$(pyc "
+import gc, os, time, gload
+pid = $SERVE_PID
+rings = lambda: [n for n in os.listdir('/dev/shm') if n.startswith('gload-%d-' % pid)]
+fds = lambda: len(os.listdir('/proc/%d/fd' % pid))
+with gload.Loader('unix://$SOCK', 'ds', batch_size=4) as l: next(iter(l))
+time.sleep(0.5); f0 = fds()
+for _ in range(50):
+    l = gload.Loader('unix://$SOCK', 'ds', batch_size=4); next(iter(l)); del l
+gc.collect()
+for _ in range(300):
+    if not rings() and fds() <= f0 + 2: break
+    time.sleep(0.1)
+print('rings', len(rings()), 'fds', fds() - f0)" 2>&1)
+	unserve
+	[[ $out =~ ^rings\ 0\ fds\ (-?[0-2])$ ]] && pass "after gc: 0 rings, fds back to the baseline ($out)" || fail "$(tr '\n' ' ' <<<"$out" | tail -c 140)"
+}
+a_fifo_token() { # 34.14: a FIFO as --auth-token-file
+	mkfifo "$W/tokfifo"
+	local out rc; out=$(timeout 30 "$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen "unix://$W/f.sock" --auth-token-file "$W/tokfifo" 2>&1); rc=$?
+	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *"named pipe, not a regular file"* ]] && pass "refused at once: ${out##*: }" || fail "rc=$rc ${out:0:100}"
+}
+a_sigterm_startup() { # 34.14: SIGTERM while a start-up step blocks (a FIFO as --mixture-file)
+	mkfifo "$W/mixfifo"
+	"$BIN" serve --no-gpu-watch --dataset ds="$W/ds" --listen "unix://$W/m.sock" --mixture-file "$W/mixfifo" >"$W/serve14.log" 2>&1 &
+	local p=$!; PIDS+=("$p")
+	exec 7<>"$W/mixfifo" # a writer that never writes: the server's read blocks
+	sleep 1
+	kill -TERM $p
+	local rc=124
+	for _ in $(seq 100); do kill -0 $p 2>/dev/null || { wait $p; rc=$?; break; }; sleep 0.1; done
+	exec 7>&-
+	[ $rc != 124 ] && grep -q "start-up interrupted" "$W/serve14.log" && pass "exited $rc on SIGTERM: $(grep -o 'start-up interrupted.*' "$W/serve14.log" | head -c 60)" ||
+		{ kill -9 $p 2>/dev/null; fail "still running 10 s after SIGTERM"; }
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -457,5 +677,16 @@ attack "held: slowloris (300 trickling conns)" a_slowloris
 attack "held: never-acking shm clients" a_shm_never_ack
 attack "held: kill -9 of 50 clients" a_kill50
 attack "held: remote bind refused" a_remote_bind
+attack "34.2 other user binds the default socket" a_x_default_socket
+attack "34.2 other user makes the socket dir 0777" a_x_dir_0777
+attack "34.2 own socket dir left 0777" a_x_own_dir_0777
+attack "34.2 other user symlinks the socket dir" a_x_symlinked_dir
+attack "34.2 other user binds /tmp/gload-JOB.sock" a_x_slurm_socket
+attack "34.2 other user replaces a live socket" a_x_replace_socket
+attack "34.3 hostile server names a private file" a_hostile_ring
+attack "34.9 1100 idle conns vs a token holder" a_idle_conns
+attack "34.13 50 Loaders dropped without close()" a_dropped_loaders
+attack "34.14 FIFO as --auth-token-file" a_fifo_token
+attack "34.14 SIGTERM during a blocked start-up" a_sigterm_startup
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

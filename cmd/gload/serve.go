@@ -40,6 +40,9 @@ type serveOptions struct {
 	maxBufferBytes  int64
 	maxPerConn      int
 	maxConns        int
+	maxConnsPerPeer int
+	connReserve     int
+	authTimeout     time.Duration
 	noWriteIndex    bool
 	indexDir        string
 	verify          bool
@@ -91,7 +94,10 @@ Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accep
 	f.Int64Var(&o.maxBufferBytes, "max-buffer-bytes", loader.DefaultMaxBufferBytes,
 		"memory all streams together may hold for batches in flight (gRPC buffers and shm rings); a stream gets the prefetch that fits, or RESOURCE_EXHAUSTED")
 	f.IntVar(&o.maxPerConn, "max-streams-per-conn", loader.DefaultMaxStreamsPerConn, "most batch streams one client connection may open; more are refused with RESOURCE_EXHAUSTED")
-	f.IntVar(&o.maxConns, "max-conns", loader.DefaultMaxConns, "most client connections at once (more wait to be accepted)")
+	f.IntVar(&o.maxConns, "max-conns", loader.DefaultMaxConns, "most client connections at once (more wait to be accepted; with --auth-token-file, unauthenticated ones are closed to make room)")
+	f.IntVar(&o.maxConnsPerPeer, "max-conns-per-peer", 0, "most connections of one peer (a uid on unix sockets and loopback TCP, else an IP address); more are closed at once (default --max-conns/4)")
+	f.IntVar(&o.connReserve, "conn-reserve", 0, "with --auth-token-file: connections kept for clients that sent the token (default --max-conns/8)")
+	f.DurationVar(&o.authTimeout, "auth-timeout", loader.DefaultAuthTimeout, "with --auth-token-file: a connection without a call carrying the token for this long is closed")
 	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
 	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index or freshness stamp anywhere")
 	f.StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index (Hugging Face) and read-only directories")
@@ -130,20 +136,81 @@ func (o *serveOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mixes, err := mixtures(o.mixtures, o.mixtureFile)
+	st, err := o.startUp(ctx, datasets)
 	if err != nil {
 		return err
+	}
+	srv, lis, mlis := st.srv, st.lis, st.mlis
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(gctx, lis) })
+	if mlis != nil {
+		g.Go(func() error { return srv.ServeMetrics(gctx, mlis) })
+	}
+	return g.Wait()
+}
+
+// serveStart is what start-up made: the server and its listeners.
+type serveStart struct {
+	srv       *loader.Server
+	lis, mlis net.Listener
+}
+
+// close undoes a start-up nobody waits for any more.
+func (s serveStart) close() {
+	if s.mlis != nil {
+		s.mlis.Close()
+	}
+	if s.lis != nil {
+		s.lis.Close()
+	}
+	if s.srv != nil {
+		s.srv.Close()
+	}
+}
+
+// startUp reads the token, opens the datasets and listens. Its steps read
+// files and may fetch from object storage; none of them takes a context, so
+// it runs on its own goroutine and a signal (ctx) ends the wait at once: what
+// it made meanwhile is closed when it returns (issue 34 item 14).
+func (o *serveOptions) startUp(ctx context.Context, datasets map[string]string) (serveStart, error) {
+	type result struct {
+		s   serveStart
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := o.startSteps(datasets)
+		done <- result{s, err}
+	}()
+	select {
+	case r := <-done:
+		return r.s, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				r.s.close()
+			}
+		}()
+		return serveStart{}, fmt.Errorf("start-up interrupted (%w): nothing was served", context.Cause(ctx))
+	}
+}
+
+// startSteps is startUp's work.
+func (o *serveOptions) startSteps(datasets map[string]string) (serveStart, error) {
+	mixes, err := mixtures(o.mixtures, o.mixtureFile)
+	if err != nil {
+		return serveStart{}, err
 	}
 	log := o.g.logger()
 	var token string
 	if o.authTokenFile != "" {
 		if token, err = access.ReadTokenFile(o.authTokenFile); err != nil {
-			return fmt.Errorf("--auth-token-file: %w", err)
+			return serveStart{}, fmt.Errorf("--auth-token-file: %w", err)
 		}
 	}
 	remoteCfg, err := o.remote.config()
 	if err != nil {
-		return err
+		return serveStart{}, err
 	}
 	srv, err := loader.NewServer(loader.Config{
 		AuthToken:         token,
@@ -159,6 +226,9 @@ func (o *serveOptions) run(ctx context.Context) error {
 		MaxBufferBytes:    o.maxBufferBytes,
 		MaxStreamsPerConn: o.maxPerConn,
 		MaxConns:          o.maxConns,
+		MaxConnsPerPeer:   o.maxConnsPerPeer,
+		ConnReserve:       o.connReserve,
+		AuthTimeout:       o.authTimeout,
 		TLSCertFile:       o.tlsCert,
 		TLSKeyFile:        o.tlsKey,
 		NoWriteIndex:      o.noWriteIndex,
@@ -171,26 +241,21 @@ func (o *serveOptions) run(ctx context.Context) error {
 		Logger:            log,
 	})
 	if err != nil {
-		return err
+		return serveStart{}, err
 	}
 	lopts := loader.ListenOptions{AllowRemote: o.allowRemote}
 	lis, err := loader.Listen(o.listen, loader.ListenOptions{AllowRemote: o.allowRemote, SocketGroup: o.socketGroup})
 	if err != nil {
-		return fmt.Errorf("--listen: %w", closeAfter(err, srv))
+		return serveStart{}, fmt.Errorf("--listen: %w", closeAfter(err, srv))
 	}
 	var mlis net.Listener
 	if o.metrics != "" {
 		if mlis, err = loader.Listen(o.metrics, lopts); err != nil {
 			lis.Close()
-			return fmt.Errorf("--metrics: %w", closeAfter(err, srv))
+			return serveStart{}, fmt.Errorf("--metrics: %w", closeAfter(err, srv))
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Serve(gctx, lis) })
-	if mlis != nil {
-		g.Go(func() error { return srv.ServeMetrics(gctx, mlis) })
-	}
-	return g.Wait()
+	return serveStart{srv: srv, lis: lis, mlis: mlis}, nil
 }
 
 // closeAfter closes srv after a failed start and keeps err first.

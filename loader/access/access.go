@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Environment variables the clients and the server read.
@@ -56,19 +58,31 @@ func DefaultSocketPath() string {
 
 // ReadTokenFile reads a bearer token from path: its content with surrounding
 // white space removed, at least MinTokenLen bytes of printable ASCII. The
-// file must not be readable by group or others (like an ssh key).
+// file must be a regular file (a FIFO, device or directory is refused before
+// it is opened, and the open never blocks) not readable by group or others
+// (like an ssh key). A symbolic link is followed (Kubernetes mounts secrets
+// as links), to a file that must pass the same checks.
 func ReadTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
+	pre, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrToken, err)
 	}
+	if !pre.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: %s is a %s, not a regular file", ErrToken, path, typeName(pre.Mode()))
+	}
+	// O_NONBLOCK: if it was replaced by a FIFO meanwhile, open does not wait for a writer.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrToken, &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrToken, err)
 	}
 	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%w: %s is not a regular file", ErrToken, path)
+		return "", fmt.Errorf("%w: %s is a %s, not a regular file", ErrToken, path, typeName(st.Mode()))
 	}
 	if m := st.Mode().Perm(); m&0o077 != 0 {
 		return "", fmt.Errorf("%w: %s has mode %04o: others can read it; chmod 600 %s", ErrToken, path, m, path)

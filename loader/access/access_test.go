@@ -2,6 +2,7 @@ package access_test
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -145,6 +146,109 @@ func FuzzAllowed(f *testing.F) {
 		}
 		if access.CheckToken(tok) == nil && !access.Allowed([]string{access.Header(tok)}, tok) {
 			t.Fatalf("Header(%q) refused", tok)
+		}
+	})
+}
+
+// TestCheckPathDirs: which directories may hold a socket.
+func TestCheckPathDirs(t *testing.T) {
+	base := t.TempDir()
+	os.Chmod(base, 0o700)
+	mk := func(name string, mode os.FileMode) string {
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	private := mk("private", 0o700)
+	open := mk("open", 0o777)
+	sticky := mk("sticky", 0o777|os.ModeSticky)
+	group := mk("group", 0o770)
+	os.Symlink(private, filepath.Join(base, "link"))
+	os.Symlink(open, filepath.Join(base, "badlink"))
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{filepath.Join(private, "s.sock"), true},
+		{filepath.Join(open, "s.sock"), false},
+		{filepath.Join(sticky, "s.sock"), true},
+		{filepath.Join(group, "s.sock"), false},
+		{filepath.Join(base, "link", "s.sock"), true},
+		{filepath.Join(base, "badlink", "s.sock"), false},
+		{filepath.Join(base, "link", "..", "open", "s.sock"), false},
+		{open, false},
+		{private, true},
+	} {
+		err := access.CheckPathDirs(tc.path)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckPathDirs(%s) = %v, want ok %v", tc.path, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, access.ErrUnsafePath) {
+			t.Errorf("CheckPathDirs(%s) = %v, want ErrUnsafePath", tc.path, err)
+		}
+	}
+	// PrepareSocketDir makes missing directories 0700.
+	fresh := filepath.Join(private, "a", "b")
+	if err := access.PrepareSocketDir(fresh); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(private, "a"), fresh} {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: %v %v, want 0700", p, st.Mode(), err)
+		}
+	}
+}
+
+// TestTCPPeer: a loopback TCP server's uid comes from /proc/net/tcp{,6}.
+func TestTCPPeer(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Logf("%s: %v (skipped)", addr, err)
+			continue
+		}
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+			}
+		}()
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := access.ConnPeer(c)
+		c.Close()
+		if err != nil || p.UID != os.Geteuid() {
+			t.Fatalf("%s: peer %+v, %v; want uid %d", addr, p, err, os.Geteuid())
+		}
+	}
+}
+
+// FuzzParseTrust: any $GLOAD_TRUST_SERVER value parses or is refused, never
+// panics, and a parsed one names only non-negative ids.
+func FuzzParseTrust(f *testing.F) {
+	for _, s := range []string{"", "root", "0,1,2", "group:0", "group:root,1000", ",,", "group:", "nosuchuser-gload", "-1", "99999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tr, err := access.ParseTrust(s)
+		if err != nil {
+			return
+		}
+		for _, id := range append(tr.UIDs, tr.GIDs...) {
+			if id < 0 {
+				t.Fatalf("ParseTrust(%q) gave id %d", s, id)
+			}
 		}
 	})
 }

@@ -7,8 +7,15 @@
 // "authorization: Bearer <token>" (and the same HTTP header for /metrics);
 // the server compares them in constant time.
 //
-// The package reads only the environment and the token files it is asked
-// to; it opens no connection and keeps no state.
+// It also holds the checks that keep other local users out (sockdir.go,
+// peer.go): PrepareSocketDir makes or checks the server's socket directory
+// (owned by the user or root, writable by nobody else unless sticky, up to
+// /); CheckSocketFile, PeerCred/ConnPeer and Dialer let a client verify,
+// before it sends a byte, that a trusted user serves the socket (its own uid,
+// root, or $GLOAD_TRUST_SERVER) and that nobody else can replace it.
+//
+// The package reads the environment, the token files and the socket paths it
+// is asked to; it keeps no state beyond a Dialer's last peer.
 //
 // # Caveats
 //

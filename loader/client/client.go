@@ -34,6 +34,7 @@ type options struct {
 	maxMsg   int
 	dialOpts []grpc.DialOption
 	token    *string
+	trust    *access.Trust
 }
 
 // Option configures Dial.
@@ -67,6 +68,14 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 
 func (bearer) RequireTransportSecurity() bool { return false }
 
+// WithTrust names the users (besides the caller and root) whose servers Dial
+// accepts; without it Dial reads $GLOAD_TRUST_SERVER (access.TrustFromEnv).
+// Dial checks, before it sends anything, that a unix socket lies in a
+// directory only trusted users can change, belongs to a trusted user and is
+// served by one (SO_PEERCRED), and that a loopback TCP server is run by a
+// trusted user; a ring the server names must belong to the server's user.
+func WithTrust(t access.Trust) Option { return func(o *options) { o.trust = &t } }
+
 // WithMaxMessageBytes bounds one received message (default 1 GiB).
 func WithMaxMessageBytes(n int) Option { return func(o *options) { o.maxMsg = n } }
 
@@ -82,6 +91,7 @@ type Client struct {
 	api    gloadpb.LoaderClient
 	addr   string
 	maxMsg int
+	dialer *access.Dialer
 }
 
 // target turns a gload address into a gRPC target.
@@ -115,6 +125,13 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	} else if tok, err = access.EnvTokenValue(); err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
+	trust := access.Trust{}
+	if o.trust != nil {
+		trust = *o.trust
+	} else if trust, err = access.TrustFromEnv(); err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	dialer := access.NewDialer(trust)
 	creds := insecure.NewCredentials()
 	if o.tls != nil {
 		creds = credentials.NewTLS(o.tls)
@@ -126,6 +143,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		grpc.WithInitialConnWindowSize(16 << 20),
 		grpc.WithReadBufferSize(256 << 10),
 		AuthDialOption(tok),
+		grpc.WithContextDialer(dialer.Dial),
 	}, o.dialOpts...)
 	cc, err := grpc.NewClient(tgt, dopts...)
 	if err != nil {
@@ -139,6 +157,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		}
 		if s == connectivity.TransientFailure || s == connectivity.Shutdown {
 			cc.Close()
+			if err := dialer.Err(); err != nil {
+				return nil, fmt.Errorf("dial %s: %w", addr, err)
+			}
 			return nil, fmt.Errorf("dial %s: connection failed (%s)", addr, s)
 		}
 		if !cc.WaitForStateChange(ctx, s) {
@@ -146,8 +167,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("dial %s: %w", addr, ctx.Err())
 		}
 	}
-	return &Client{cc: cc, api: gloadpb.NewLoaderClient(cc), addr: addr, maxMsg: o.maxMsg}, nil
+	return &Client{cc: cc, api: gloadpb.NewLoaderClient(cc), addr: addr, maxMsg: o.maxMsg, dialer: dialer}, nil
 }
+
+// Server returns the identity of the server last reached: its uid, gid and
+// pid (UID -1 when unknown: a TCP server the kernel does not list as local).
+func (c *Client) Server() access.Peer { return c.dialer.Last() }
 
 // Close closes the connection (and every stream on it).
 func (c *Client) Close() error {

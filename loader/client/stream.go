@@ -198,7 +198,7 @@ func (c *Client) Stream(ctx context.Context, open *gloadpb.Open, opts ...StreamO
 	var ring *shm.Mapping
 	var bell *shm.ClientDoorbell
 	if opened.ShmPath != "" {
-		if ring, bell, err = mapRing(opened); err != nil {
+		if ring, bell, err = mapRing(opened, c.dialer.Last().UID); err != nil {
 			cancel()
 			return nil, err
 		}
@@ -472,7 +472,7 @@ func (s *Stream) Close() error {
 
 // mapRing maps the ring an Opened names, checking its layout (and its
 // control region on doorbell streams).
-func mapRing(o *gloadpb.Opened) (*shm.Mapping, *shm.ClientDoorbell, error) {
+func mapRing(o *gloadpb.Opened, owner int) (*shm.Mapping, *shm.ClientDoorbell, error) {
 	if o.Slots == 0 || o.Slots < o.Prefetch || o.SlotBytes == 0 || o.SlotBytes > shm.MaxSlotBytes || o.Layout == nil {
 		return nil, nil, fmt.Errorf("%w: opened: ring %s of %d slots of %d bytes (prefetch %d, layout %v)",
 			ErrProtocol, o.ShmPath, o.Slots, o.SlotBytes, o.Prefetch, o.Layout)
@@ -482,13 +482,13 @@ func mapRing(o *gloadpb.Opened) (*shm.Mapping, *shm.ClientDoorbell, error) {
 			return nil, nil, fmt.Errorf("%w: opened: control region of %d bytes at %d after %d slots of %d bytes",
 				ErrProtocol, o.ControlBytes, o.ControlOffset, o.Slots, o.SlotBytes)
 		}
-		m, bell, err := shm.MapDoorbell(o.ShmPath, int(o.Slots), int64(o.SlotBytes))
+		m, bell, err := shm.MapDoorbell(o.ShmPath, int(o.Slots), int64(o.SlotBytes), shm.Owner(owner))
 		if err != nil {
 			return nil, nil, fmt.Errorf("shm transport (the client must run on the server's host, else use grpc): %w", err)
 		}
 		return m, bell, nil
 	}
-	m, err := shm.Map(o.ShmPath, int(o.Slots), int64(o.SlotBytes))
+	m, err := shm.Map(o.ShmPath, int(o.Slots), int64(o.SlotBytes), shm.Owner(owner))
 	if err != nil {
 		return nil, nil, fmt.Errorf("shm transport (the client must run on the server's host, else use grpc): %w", err)
 	}

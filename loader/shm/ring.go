@@ -187,24 +187,33 @@ type Mapping struct {
 
 // Map maps the ring at path read-only, checking that it is a regular file
 // of exactly slots × slotBytes bytes.
-func Map(path string, slots int, slotBytes int64) (*Mapping, error) {
-	m, _, err := mapRing(path, slots, slotBytes, 0)
+//
+// The path must be a ring's (CheckRingPath) and the file, opened without
+// following a symbolic link, a regular file with one link that belongs to the
+// calling user or to the uid given with [Owner].
+func Map(path string, slots int, slotBytes int64, opts ...MapOption) (*Mapping, error) {
+	m, _, err := mapRing(path, slots, slotBytes, 0, opts)
 	return m, err
 }
 
 // MapDoorbell maps a ring made by [CreateWithDoorbell]: the slots read-only
 // as [Map] does, and the control region's first page read-write (the client's
 // released word). The file must be exactly slots × slotBytes + ControlBytes.
-func MapDoorbell(path string, slots int, slotBytes int64) (*Mapping, *ClientDoorbell, error) {
+// The file is checked as Map checks it.
+func MapDoorbell(path string, slots int, slotBytes int64, opts ...MapOption) (*Mapping, *ClientDoorbell, error) {
 	if slotBytes%SlotAlign != 0 { // the control region must start on a page
 		return nil, nil, fmt.Errorf("%w: map ring %s: %d slots of %d bytes", ErrRing, path, slots, slotBytes)
 	}
-	return mapRing(path, slots, slotBytes, ControlBytes(slots))
+	return mapRing(path, slots, slotBytes, ControlBytes(slots), opts)
 }
 
 // mapRing is Map with a control region of control bytes after the slots
 // (0: none), whose first page it maps read-write as well.
-func mapRing(path string, slots int, slotBytes, control int64) (*Mapping, *ClientDoorbell, error) {
+func mapRing(path string, slots int, slotBytes, control int64, opts []MapOption) (*Mapping, *ClientDoorbell, error) {
+	o := mapOptions{owner: os.Geteuid()}
+	for _, f := range opts {
+		f(&o)
+	}
 	if slots < 1 || slotBytes < 1 || slotBytes > MaxSlotBytes || int64(slots) > MaxRingBytes/slotBytes {
 		return nil, nil, fmt.Errorf("%w: map ring %s: %d slots of %d bytes", ErrRing, path, slots, slotBytes)
 	}
@@ -217,19 +226,11 @@ func mapRing(path string, slots int, slotBytes, control int64) (*Mapping, *Clien
 	if control > 0 {
 		flags, want = os.O_RDWR, fmt.Sprintf("%d×%d + %d bytes", slots, slotBytes, control)
 	}
-	f, err := os.OpenFile(path, flags, 0)
+	f, err := openRing(path, flags, o.owner, size, want)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open ring %s: %w", path, err)
+		return nil, nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("stat ring %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() || fi.Size() != size {
-		return nil, nil, fmt.Errorf("%w: %s: %s of %d bytes, want a regular file of %s",
-			ErrRing, path, fi.Mode().Type(), fi.Size(), want)
-	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, nil, fmt.Errorf("map ring %s: %w", path, err)

@@ -228,7 +228,7 @@ func TestRingRoundTrip(t *testing.T) {
 	if _, err := Map(r.Path(), 4, 2*SlotAlign); !errors.Is(err, ErrRing) {
 		t.Fatalf("Map with the wrong size: %v", err)
 	}
-	if _, err := Map(filepath.Join(dir, "missing"), 1, SlotAlign); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Map(filepath.Join(dir, "gload-1-0-0123456789abcdef.ring"), 1, SlotAlign); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Map of a missing file: %v", err)
 	}
 	if err := m.Close(); err != nil {

@@ -30,6 +30,7 @@ from .errors import (
     ServerUnavailable,
     StreamError,
     Unauthenticated,
+    UntrustedServer,
 )
 from ._version import __version__
 from .loader import Loader
@@ -46,6 +47,7 @@ __all__ = [
     "ProtocolError",
     "ForkUnsafe",
     "Unauthenticated",
+    "UntrustedServer",
     "ResourceExhausted",
     "__version__",
 ]

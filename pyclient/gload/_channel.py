@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import grpc
 
+from ._peercred import Peer, Trust, check_server
 from .errors import ForkUnsafe
 
 ENV_ADDR = "GLOAD_ADDR"
@@ -49,12 +50,16 @@ def resolve(addr: Optional[str]) -> Tuple[str, str]:
 
 def read_token_file(path: str) -> str:
     """The token in ``path`` (white space around it removed); the file must not be readable by group or others."""
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a FIFO would block the open
         raise ValueError(f"auth token file {path}: not a regular file")
-    if st.st_mode & 0o077:
-        raise ValueError(f"auth token file {path}: mode {stat.S_IMODE(st.st_mode):04o} lets others read it; chmod 600 {path}")
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)  # never waits for a FIFO's writer
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"auth token file {path}: not a regular file")
+        if st.st_mode & 0o077:
+            raise ValueError(f"auth token file {path}: mode {stat.S_IMODE(st.st_mode):04o} lets others read it; "
+                             f"chmod 600 {path}")
         tok = f.read(4097).decode("ascii", errors="replace").strip()
     return check_token(tok, f"auth token file {path}")
 
@@ -160,11 +165,21 @@ def check_fork_safe(what: str = "gload") -> None:
 
 
 def open_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = ()) -> grpc.Channel:
-    """A plaintext channel to ``target`` that sends ``token`` (None: no token) with every call."""
+    """A plaintext channel to ``target`` that sends ``token`` (None: no token) with every call, once the server was
+    checked (:func:`open_checked_channel`)."""
+    return open_checked_channel(target, token, options)[0]
+
+
+def open_checked_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = (),
+                         trust: Optional[Trust] = None) -> Tuple[grpc.Channel, Peer]:
+    """(channel, server): :func:`gload._peercred.check_server` first (UntrustedServer for another user's server or a
+    socket path another user can change; nothing is sent to it), then a plaintext channel to ``target`` that sends
+    ``token`` (None: no token) with every call. ``server`` is who runs it (uid -1 if not known yet)."""
     global _started_in_pid
     check_fork_safe(f"channel to {target}")
+    peer = check_server(target, trust)
     _started_in_pid = os.getpid()
     ch = grpc.insecure_channel(target, options=list(options))
     if token:
         ch = grpc.intercept_channel(ch, _Bearer(token))
-    return ch
+    return ch, peer

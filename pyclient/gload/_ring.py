@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ._peercred import open_ring
 from .errors import ProtocolError
 
 log = logging.getLogger("gload")
@@ -31,7 +32,12 @@ HEADER_BYTES = 64
 class Ring:
     """A read-only mapping of a server's ring of ``slots`` slots of ``slot_bytes`` bytes each."""
 
-    def __init__(self, path: str, slots: int, slot_bytes: int, control_offset: int = 0, control_bytes: int = 0) -> None:
+    def __init__(self, path: str, slots: int, slot_bytes: int, control_offset: int = 0, control_bytes: int = 0,
+                 owner: Optional[int] = None) -> None:
+        """Maps the ring ``path`` a server announced. ``owner`` is the server's uid (its peer credentials; default:
+        ours): the ring must be a ring name in /dev/shm or the server's own private directory, a regular file with one
+        link belonging to ``owner``, of the announced size (``_peercred.open_ring``); a symbolic link is not followed.
+        """
         if slots < 1 or slot_bytes < 1:
             raise ProtocolError(f"opened: ring {path} of {slots} slots of {slot_bytes} bytes")
         if control_bytes and (control_offset != slots * slot_bytes or control_bytes < HEADER_START + HEADER_BYTES * slots
@@ -43,12 +49,10 @@ class Ring:
         self.slot_bytes = slot_bytes
         size = slots * slot_bytes + control_bytes
         # The slots are only read; the control region's first page (the released word) is written too.
-        fd = os.open(path, (os.O_RDWR if control_bytes else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0))
+        want = f"{slots}×{slot_bytes}" + (f" + {control_bytes}" if control_bytes else "") + " bytes"
+        fd = open_ring(path, os.O_RDWR if control_bytes else os.O_RDONLY, os.geteuid() if owner is None else owner,
+                       size, want)
         try:
-            st = os.fstat(fd)
-            if st.st_size != size:
-                raise ProtocolError(f"ring {path} has {st.st_size} bytes, the server announced {slots}×{slot_bytes}"
-                                    + (f" + {control_bytes}" if control_bytes else ""))
             self._mm: Optional[mmap.mmap] = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
             self._ctl_mm: Optional[mmap.mmap] = None
             if control_bytes:

@@ -17,7 +17,7 @@ from . import _futex, _native
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
 from ._ring import HEADER_BYTES, HEADER_START, SERVER_WAITING, Ring
-from .errors import ProtocolError, ServerUnavailable, translate
+from .errors import ProtocolError, ServerUnavailable, UntrustedServer, translate
 
 log = logging.getLogger("gload")
 
@@ -109,8 +109,10 @@ class Stream:
         addr: str,
         open_timeout: Optional[float],
         make_converter: Callable[[Optional[Ring], Optional["pb.SlotLayout"]], Converter],
+        server_uid: Optional[Callable[[], int]] = None,
     ) -> None:
         self.addr = addr
+        self._server_uid = server_uid  # the uid a ring must belong to (None: ours)
         self.opened: Optional["pb.Opened"] = None
         self.ring: Optional[Ring] = None
         self.converter: Optional[Converter] = None
@@ -202,11 +204,14 @@ class Stream:
     def _on_opened(self, o: "pb.Opened") -> None:
         if o.shm_path:
             try:
-                self.ring = Ring(o.shm_path, o.slots, o.slot_bytes, o.control_offset, o.control_bytes)
+                owner = self._server_uid() if self._server_uid is not None else None
+                self.ring = Ring(o.shm_path, o.slots, o.slot_bytes, o.control_offset, o.control_bytes, owner)
             except FileNotFoundError as e:
                 raise ProtocolError(
                     f"shm transport: ring {o.shm_path} announced by {self.addr} cannot be opened ({e}): the client "
                     "must run on the server's host; use transport='grpc' otherwise") from e
+            except UntrustedServer:
+                raise
             except PermissionError as e:
                 raise ProtocolError(
                     f"shm transport: ring {o.shm_path} announced by {self.addr} is not readable ({e}): run the client "

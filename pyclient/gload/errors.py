@@ -74,6 +74,12 @@ def translate(err: grpc.RpcError, addr: str, what: str) -> GloadError:
     return StreamError(f"{msg} ({code.name if code else 'unknown status'})")
 
 
+class UntrustedServer(GloadError, PermissionError):
+    """The address is served by another local user (not you, root, or a user named in ``$GLOAD_TRUST_SERVER``), or
+    its socket lies where another user can replace it: nothing was sent to it. The message names the uid or the
+    directory and the fix."""
+
+
 class ForkUnsafe(GloadError, RuntimeError):
     """A forked process (a DataLoader worker under the fork start method) of one that had used gRPC, with a grpcio
     that cannot work there: use the spawn or forkserver start method, or a newer grpcio."""

@@ -13,13 +13,14 @@ import socket
 import sys
 import time
 import weakref
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
 
 from ._channel import auth_token as _auth_token
-from ._channel import grpc_fork_safe, open_channel, resolve  # noqa: F401 - grpc_fork_safe for users and tests
+from ._channel import grpc_fork_safe, open_channel, open_checked_channel, resolve  # noqa: F401 - grpc_fork_safe for users and tests
+from ._peercred import UNKNOWN, check_server
 from . import _keys
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
@@ -344,6 +345,7 @@ class Loader(_Base):
         """Per-process state: never pickled, rebuilt in a forked or spawned DataLoader worker."""
         self._pid = os.getpid()
         self._channel: Optional[grpc.Channel] = None
+        self._server = UNKNOWN  # who runs the server (its peer credentials), checked before the channel is opened
         self._stub: Optional[pb_grpc.LoaderStub] = None
         self._stream: Optional[Stream] = None
         self._stats = Stats()
@@ -433,7 +435,7 @@ class Loader(_Base):
     def _api(self) -> pb_grpc.LoaderStub:
         self._forked()
         if self._stub is None:
-            self._channel = open_channel(self._target, self._auth_token, options=[
+            self._channel, self._server = open_checked_channel(self._target, self._auth_token, options=[
                 # Never share a connection with another channel of this process.
                 ("grpc.use_local_subchannel_pool", 1),
                 ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
@@ -445,6 +447,12 @@ class Loader(_Base):
             ])
             self._stub = pb_grpc.LoaderStub(self._channel)
         return self._stub
+
+    def _server_uid(self) -> int:
+        """The server's uid: the owner its rings must have (checked again if no server answered at the first check)."""
+        if self._server.uid < 0:
+            self._server = check_server(self._target)
+        return self._server.uid
 
     def _open_msg(self, consumer: Tuple[int, int, int, int], resume: Optional[pb.ResumeState]) -> pb.Open:
         rank, world, worker, workers = consumer
@@ -529,7 +537,8 @@ class Loader(_Base):
         backoff = 0.05
         while True:
             try:
-                self._stream = Stream(self._api().Batches, msg, self.addr, _OPEN_TIMEOUT_S, self._converter)
+                self._stream = Stream(self._api().Batches, msg, self.addr, _OPEN_TIMEOUT_S,
+                                      _weak_method(self._converter), _weak_method(self._server_uid))
                 break
             except ServerUnavailable as e:
                 if time.monotonic() + backoff > deadline:
@@ -928,6 +937,21 @@ def _refuse_auto_batching(caller: Any) -> None:
 
 # Channels and streams inherited by forked processes: kept referenced so that they are never finalised in a
 # process whose gRPC threads they do not own.
+def _weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` without a reference to its object: a stream's reader thread keeps the stream alive, and the stream
+    must not keep its Loader alive, so that a Loader dropped without close() is collected and its __del__ ends the
+    stream (the server frees its ring and connection)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        m = ref()
+        if m is None:
+            raise GloadError("the Loader of this stream was garbage-collected")
+        return m(*args, **kwargs)
+
+    return call
+
+
 _inherited: List[Any] = []
 # shm: batches announced in the ring itself, slots returned through it (no message per batch), converted on the
 # thread that calls next(); GLOAD_SHM_DOORBELL=0 asks for the message hand-off instead (to compare them:

@@ -138,3 +138,13 @@ def test_default_address(gload_bin, datasets, monkeypatch):
             proc.wait(timeout=20)
     finally:
         shutil.rmtree(run, ignore_errors=True)
+
+
+def test_token_file_fifo(tmp_path):
+    """A FIFO as the token file is refused without waiting for a writer (issue 34 item 14)."""
+    from gload._channel import read_token_file
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_token_file(str(fifo))
