@@ -37,6 +37,8 @@ type Server struct {
 	datasets map[string]*served
 	// mixtures are the mixtures of datasets the server was started with.
 	mixtures map[string]*served
+	paths    pathRegistry // datasets opened by path (openpath.go)
+	conns    connGauge    // open client connections (Idle)
 	names    []string
 	plans    *planCache
 	pool     *bufPool
@@ -119,6 +121,7 @@ func NewServer(cfg Config) (*Server, error) {
 		grpc.WriteBufferSize(256 << 10),
 		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn + connSlack)),
 		grpc.StatsHandler(connCounts{}),
+		grpc.StatsHandler(&s.conns),
 	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
@@ -261,7 +264,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return ErrServed
 	}
 	errc := make(chan error, 1)
-	lis = netutil.LimitListener(lis, s.cfg.MaxConns)
+	lis = netutil.LimitListener(withPeerCred(lis), s.cfg.MaxConns)
 	go func() { errc <- s.grpc.Serve(lis) }()
 	s.startWatch(ctx)
 	s.warnOpenTCP(lis)
@@ -314,7 +317,7 @@ func (s *Server) Close() error {
 
 func (s *Server) closeDatasets() error {
 	s.closeOnce.Do(func() {
-		errs := []error{s.closeWatch()}
+		errs := []error{s.closeWatch(), s.closePaths()}
 		for _, d := range s.datasets {
 			if err := d.ds.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close dataset %s: %w", d.name, err))

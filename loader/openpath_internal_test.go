@@ -1,0 +1,86 @@
+package loader
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+func TestCallerIsOwner(t *testing.T) {
+	me := uint32(os.Getuid())
+	unixAddr := &net.UnixAddr{Name: "@", Net: "unix"}
+	for _, tc := range []struct {
+		name string
+		addr net.Addr
+		ok   bool
+	}{
+		{"same uid over unix", &PeerAddr{Addr: unixAddr, UID: me, PID: 1}, true},
+		{"other uid over unix", &PeerAddr{Addr: unixAddr, UID: me + 1, PID: 1}, false},
+		{"unix without credentials", unixAddr, false},
+		{"tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := callerIsOwner(peer.NewContext(context.Background(), &peer.Peer{Addr: tc.addr}))
+			if (err == nil) != tc.ok || (err != nil && status.Code(err) != codes.PermissionDenied) {
+				t.Fatalf("callerIsOwner: %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+	if err := callerIsOwner(context.Background()); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("no peer: %v", err)
+	}
+}
+
+func TestPathName(t *testing.T) {
+	for _, tc := range []struct{ path, prefix string }{
+		{"/data/wiki", "wiki-"},
+		{"/data/wiki/", "wiki-"},
+		{"/data/my wiki (v2)", "my_wiki__v2_-"},
+		{"/", "dataset-"},
+		{"/data/..hidden", "hidden-"},
+		{"s3://bucket/corpora/web", "web-"},
+		{"/x/" + strings.Repeat("a", 100), strings.Repeat("a", 40) + "-"},
+	} {
+		n := pathName(tc.path)
+		if !strings.HasPrefix(n, tc.prefix) || !datasetName.MatchString(n) {
+			t.Errorf("pathName(%q) = %q, want prefix %q and a valid name", tc.path, n, tc.prefix)
+		}
+	}
+	if pathName("/a/wiki") == pathName("/b/wiki") {
+		t.Error("two directories share a name")
+	}
+}
+
+func TestPeerCredOverUnixSocket(t *testing.T) {
+	lis, err := Listen("unix://"+t.TempDir()+"/s.sock", ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	cl := withPeerCred(lis)
+	done := make(chan net.Conn, 1)
+	go func() {
+		c, _ := cl.Accept()
+		done <- c
+	}()
+	c, err := net.Dial("unix", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc := <-done
+	if sc == nil {
+		t.Fatal("accept failed")
+	}
+	defer sc.Close()
+	pa, ok := sc.RemoteAddr().(*PeerAddr)
+	if !ok || int(pa.UID) != os.Getuid() || int(pa.PID) != os.Getpid() {
+		t.Fatalf("remote address %#v, want this process's credentials", sc.RemoteAddr())
+	}
+}
