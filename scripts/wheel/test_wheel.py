@@ -9,10 +9,13 @@ are printed as ``measure:`` lines (pytest -s shows them; they are also written t
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import textwrap
 import time
 import zipfile
 
@@ -104,9 +107,12 @@ class Env:
         self.python = os.path.join(self.bin, "python")
         self.work = os.path.join(root, "work")
         os.makedirs(self.work)
+        self.run_dir = os.path.join(root, "run")  # the private socket directory (XDG_RUNTIME_DIR) of these tests
+        os.makedirs(self.run_dir, mode=0o700)
         keep = {k: os.environ[k] for k in ("HOME", "LANG", "TMPDIR", "PIP_CACHE_DIR", "PIP_INDEX_URL") if k in os.environ}
-        self.env = dict(keep, PATH=self.bin, GLOAD_NO_TORCH="1")
-        self.installed_at = 0.0
+        self.env = dict(keep, PATH=self.bin, GLOAD_NO_TORCH="1", XDG_RUNTIME_DIR=self.run_dir,
+                        GLOAD_SERVER_NO_GPU_WATCH="1")
+        self.data = os.path.join(self.work, "data", "udhr")
 
     def run(self, args: "list[str]", timeout: float = 300, check: bool = True, **kw) -> subprocess.CompletedProcess:
         env = dict(self.env, **kw.pop("env", {}))
@@ -123,13 +129,27 @@ def env(wheel: str, tmp_path_factory) -> Env:
     subprocess.run([sys.executable, "-m", "venv", e.venv], check=True)
     # The dependencies (grpcio, protobuf, numpy) first: their download is not the wheel's install time.
     deps = ["grpcio>=1.51", "protobuf>=4.21", "numpy>=1.24"]
+    td = time.monotonic()
     subprocess.run([os.path.join(e.bin, "pip"), "install", "--quiet", "--disable-pip-version-check"] + deps,
                    check=True, cwd=e.work)
+    _measure("pip install grpcio protobuf numpy (not the wheel's time; from pip's cache when warm)",
+             f"{time.monotonic() - td:.1f} s")
+    # The user's first minutes: install, tokenize the example, first batch from a Loader over the path.
+    shutil.copytree(os.path.join(ROOT, "examples", "udhr"), os.path.join(e.work, "udhr"))
     t0 = time.monotonic()
     subprocess.run([os.path.join(e.bin, "pip"), "install", "--quiet", "--disable-pip-version-check", wheel],
                    check=True, cwd=e.work)
-    e.installed_at = time.monotonic()
-    _measure("pip install of the wheel (dependencies already installed)", f"{e.installed_at - t0:.1f} s")
+    t1 = time.monotonic()
+    e.run(["gload", "tokenize", "--quiet", "--tokenizer", "udhr/tokenizer.json", "--append-eos", "--out", "data/udhr",
+           "udhr/corpus.jsonl.gz"])
+    t2 = time.monotonic()
+    e.run([e.python, "-c", "import gload; next(iter(gload.Loader('data/udhr', batch_size=16)))"],
+          env={"GLOAD_JOB": "first-batch"})
+    t3 = time.monotonic()
+    _measure("pip install of the wheel (dependencies already installed)", f"{t1 - t0:.1f} s")
+    _measure("gload tokenize of examples/udhr", f"{t2 - t1:.1f} s")
+    _measure("Loader('data/udhr') to its first batch (fresh process, server started)", f"{t3 - t2:.1f} s")
+    _measure("pip install to first batch", f"{t3 - t0:.1f} s")
     return e
 
 
@@ -155,3 +175,120 @@ def test_version_everywhere(env: Env) -> None:
 def test_native_copier_loads(env: Env) -> None:
     p = env.run([env.python, "-c", "import gload._native as n; print(n.AVAILABLE, n.WHY_NOT)"])
     assert p.stdout.startswith("True"), p.stdout
+
+
+def test_tokenized_example(env: Env) -> None:
+    """The fixture tokenized examples/udhr with the installed `gload` command: the dataset is complete."""
+    out = env.run(["gload", "inspect", "data/udhr"]).stdout
+    assert "rows" in out, out
+    assert os.path.isfile(os.path.join(env.data, "gload.index"))
+
+
+# A Loader over the path in a child process of the fresh venv: prints what it saw as one JSON line, then waits for a
+# line on stdin (so that the test decides when it exits) unless told "go".
+CHILD = textwrap.dedent("""
+    import json, socket, struct, sys
+    import gload
+    rank, world, wait = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "wait"
+    l = gload.Loader("data/udhr", batch_size=8, rank=rank, world_size=world, eval=True, keys=["input_ids", "index"])
+    rows = [int(i) for b in l for i in b["index"].tolist()]
+    s = socket.socket(socket.AF_UNIX); s.connect(l.addr[len("unix://"):])
+    server = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    total = [d["rows"] for d in l.datasets() if d["name"] == l.dataset][0]
+    print(json.dumps({"rows": rows, "total": total, "server": server, "started": l._auto.started,
+                      "sock": l.addr[len("unix://"):], "lock": l._auto.lock}), flush=True)
+    if wait:
+        sys.stdin.readline()
+""")
+
+
+def _child(env: Env, job: str, rank: int = 0, world: int = 1, wait: bool = True) -> subprocess.Popen:
+    return subprocess.Popen([env.python, "-c", CHILD, str(rank), str(world), "wait" if wait else "go"],
+                            cwd=env.work, env=dict(env.env, GLOAD_JOB=job, GLOAD_SERVER_IDLE_EXIT="20"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(p: subprocess.Popen) -> dict:
+    line = p.stdout.readline()
+    if not line:
+        p.wait(timeout=60)
+        raise AssertionError(f"child exited {p.returncode}: {p.stderr.read()[-3000:]}")
+    return json.loads(line)
+
+
+def _finish(procs: "list[subprocess.Popen]") -> None:
+    for p in procs:
+        try:
+            p.stdin.write("\n")
+            p.stdin.flush()
+        except OSError:
+            pass
+    for p in procs:
+        p.wait(timeout=120)
+        assert p.returncode == 0, p.stderr.read()[-3000:]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int, within: float) -> float:
+    t0 = time.monotonic()
+    while _alive(pid):
+        if time.monotonic() - t0 > within:
+            raise AssertionError(f"server {pid} still running {within} s later")
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def _no_leftovers(r: dict, pid: int) -> None:
+    for p in (r["sock"], r["lock"]):
+        assert not os.path.exists(p), f"{p} left behind"
+    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"gload-{pid}-")] if os.path.isdir("/dev/shm") else []
+    assert not left, f"rings left in /dev/shm: {left}"
+
+
+def test_loader_over_a_path_one_epoch(env: Env) -> None:
+    p = _child(env, "epoch", wait=False)
+    r = _result(p)
+    _finish([p])
+    assert r["started"]
+    assert sorted(r["rows"]) == list(range(r["total"])), "every row once"
+    _wait_gone(r["server"], 20)  # its starter exited, no client is left
+    _no_leftovers(r, r["server"])
+
+
+def test_two_processes_share_one_server(env: Env) -> None:
+    procs = [_child(env, "shared", rank=k, world=2) for k in range(2)]
+    try:
+        a, b = [_result(p) for p in procs]
+    finally:
+        _finish(procs)
+    assert a["server"] == b["server"], "one server for the job"
+    assert a["started"] != b["started"], "one of them started it"
+    assert not set(a["rows"]) & set(b["rows"])
+    assert sorted(a["rows"] + b["rows"]) == list(range(a["total"])), "every row once across the two ranks"
+    _wait_gone(a["server"], 20)
+    _no_leftovers(a, a["server"])
+
+
+def test_starter_killed_then_fresh_server(env: Env) -> None:
+    starter = _child(env, "killed")
+    first = _result(starter)
+    pid = first["server"]
+    assert first["started"] and _alive(pid)
+    starter.send_signal(signal.SIGKILL)
+    starter.wait()
+    took = _wait_gone(pid, 20)  # within the idle time (GLOAD_SERVER_IDLE_EXIT=20)
+    _measure("server gone after its starter got SIGKILL", f"{took:.2f} s")
+    _no_leftovers(first, pid)
+    again = _child(env, "killed", wait=False)
+    second = _result(again)
+    _finish([again])
+    assert second["started"] and second["server"] != pid, "a later job starts a fresh server"
+    _wait_gone(second["server"], 20)
+    _no_leftovers(second, second["server"])
