@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import List, Tuple
 
+# This file is also loaded on its own by the console command (pyclient/_gload_cli.py): no imports of the package.
+
 ENV_BIN = "GLOAD_BIN"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
