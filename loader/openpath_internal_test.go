@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -83,4 +84,28 @@ func TestPeerCredOverUnixSocket(t *testing.T) {
 	if !ok || int(pa.UID) != os.Getuid() || int(pa.PID) != os.Getpid() {
 		t.Fatalf("remote address %#v, want this process's credentials", sc.RemoteAddr())
 	}
+}
+
+// FuzzPathName: whatever path a client sends, checkPath never panics and
+// accepts only clean absolute paths or URLs, and the served name is a valid
+// dataset name.
+func FuzzPathName(f *testing.F) {
+	for _, s := range []string{"/data/wiki", "", "rel/x", "/a/../b", "s3://b/p", "/\x00", "/日本/データ", strings.Repeat("/x", 3000)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if n := pathName(p); !datasetName.MatchString(n) {
+			t.Fatalf("pathName(%q) = %q: not a valid dataset name", p, n)
+		}
+		got, err := checkPath(p)
+		if err != nil {
+			if status.Code(err) == codes.OK || status.Code(err) == codes.Unknown {
+				t.Fatalf("checkPath(%q): error without a status: %v", p, err)
+			}
+			return
+		}
+		if !strings.HasPrefix(got, "s3://") && (got != filepath.Clean(got) || !filepath.IsAbs(got)) {
+			t.Fatalf("checkPath(%q) accepted %q", p, got)
+		}
+	})
 }
