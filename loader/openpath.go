@@ -105,7 +105,7 @@ func callerIsOwner(ctx context.Context) error {
 	if !ok {
 		return status.Error(codes.PermissionDenied, "OpenPath: no peer information")
 	}
-	pa, ok := p.Addr.(*PeerAddr)
+	pa, ok := peerAddrOf(p.Addr)
 	if !ok {
 		return status.Error(codes.PermissionDenied, "OpenPath: only over the server's unix socket (datasets are opened by path for the server's own user)")
 	}

@@ -25,6 +25,10 @@ func TestCallerIsOwner(t *testing.T) {
 		{"other uid over unix", &PeerAddr{Addr: unixAddr, UID: me + 1, PID: 1}, false},
 		{"unix without credentials", unixAddr, false},
 		{"tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, false},
+		// Another listener's wrapper around the address (as connection admission makes).
+		{"wrapped same uid", &wrappedAddr{Addr: &PeerAddr{Addr: unixAddr, UID: me}}, true},
+		{"wrapped other uid", &wrappedAddr{Addr: &PeerAddr{Addr: unixAddr, UID: me + 1}}, false},
+		{"wrapped unix without credentials", &wrappedAddr{Addr: unixAddr}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := callerIsOwner(peer.NewContext(context.Background(), &peer.Peer{Addr: tc.addr}))
@@ -36,6 +40,11 @@ func TestCallerIsOwner(t *testing.T) {
 	if err := callerIsOwner(context.Background()); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("no peer: %v", err)
 	}
+}
+
+type wrappedAddr struct {
+	net.Addr
+	other int
 }
 
 func TestPathName(t *testing.T) {
@@ -83,6 +92,10 @@ func TestPeerCredOverUnixSocket(t *testing.T) {
 	pa, ok := sc.RemoteAddr().(*PeerAddr)
 	if !ok || int(pa.UID) != os.Getuid() || int(pa.PID) != os.Getpid() {
 		t.Fatalf("remote address %#v, want this process's credentials", sc.RemoteAddr())
+	}
+	// A listener wrapping this one still reads the credentials off the connection.
+	if cred, err := peerCred(sc); err != nil || int(cred.Uid) != os.Getuid() {
+		t.Fatalf("credentials through the wrapped connection: %v, %v", cred, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package loader
 import (
 	"errors"
 	"net"
+	"reflect"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +30,47 @@ type credConn struct {
 }
 
 func (c *credConn) RemoteAddr() net.Addr { return c.addr }
+
+// SyscallConn passes the socket through, so that a listener wrapping this one
+// can read the peer's credentials too.
+func (c *credConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("not a syscall.Conn")
+	}
+	return sc.SyscallConn()
+}
+
+// peerAddrOf finds the *PeerAddr in a connection's remote address, also when
+// a listener wrapping this one wrapped the address in turn (a struct
+// embedding it as its Addr field, or an Unwrap method).
+func peerAddrOf(a net.Addr) (*PeerAddr, bool) {
+	for range 4 {
+		switch t := a.(type) {
+		case nil:
+			return nil, false
+		case *PeerAddr:
+			return t, true
+		case interface{ Unwrap() net.Addr }:
+			a = t.Unwrap()
+			continue
+		}
+		v := reflect.Indirect(reflect.ValueOf(a))
+		if v.Kind() != reflect.Struct {
+			return nil, false
+		}
+		f := v.FieldByName("Addr")
+		if !f.IsValid() || !f.CanInterface() {
+			return nil, false
+		}
+		next, ok := f.Interface().(net.Addr)
+		if !ok {
+			return nil, false
+		}
+		a = next
+	}
+	return nil, false
+}
 
 // withPeerCred returns lis unchanged unless it is a unix socket listener; then
 // its connections carry their peer's credentials (see PeerAddr).
