@@ -150,6 +150,14 @@ class Loader(_Base):
     it, to the device with ``device="cuda"``) or ``"grpc"`` (any host). ``prefetch`` is how many batches the server
     may run ahead of what this consumer has received.
 
+    ``Loader("data/wiki", ...)``: a dataset directory (or ``s3://bucket/prefix``, or a mapping of them to weights)
+    as the only positional argument finds this node's server for this user and job, or starts one from the gload
+    binary (the wheel's, else ``$GLOAD_BIN``, a checkout's bin/gload or PATH's), and has it open the path; every
+    rank and DataLoader worker of the job shares that server, which exits a short idle time after its last client
+    leaves (settings: :func:`gload.configure_server`; see docs/install.md). ``loader.dataset`` is then the name the
+    server serves the path by (after the first connection), ``loader.paths`` maps names to paths, and errors and
+    :meth:`report` name the server's log. A path given with an address is opened on that server instead.
+
     ``addr`` is ``unix:///path.sock`` or ``host:port``; None is the server's default (``$GLOAD_ADDR``, else the
     user's socket ``$XDG_RUNTIME_DIR/gload.sock``, else ``/tmp/gload-<uid>/gload.sock``). ``auth_token`` is the bearer
     token of a server started with ``--auth-token-file`` (default: ``$GLOAD_AUTH_TOKEN``, else the content of the file
