@@ -467,6 +467,9 @@ def split_args(addr: Any, dataset: Any) -> Tuple[Optional[str], Any, List[str]]:
             raise ValueError("dataset: a directory (Loader('data/wiki')), an s3:// URL, or a server's dataset name "
                              "with its address is required")
         addr, dataset = None, addr
+        if isinstance(dataset, str) and dataset.startswith("unix:"):
+            raise ValueError(f"Loader({dataset!r}): a server address needs a dataset name too: "
+                             f"Loader({dataset!r}, 'wiki'); or give a dataset directory alone")
         if isinstance(dataset, str) and dataset and not is_path(dataset):
             dataset = "./" + dataset  # Loader("wiki"): the directory wiki
     if not isinstance(dataset, (str, Mapping)):

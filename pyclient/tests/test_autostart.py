@@ -239,6 +239,10 @@ def test_server_that_cannot_start(job, datasets, tmp_path) -> None:
 def test_missing_path_and_binary(job, datasets, tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         gload.Loader(str(tmp_path / "nope"), batch_size=16)
+    with pytest.raises(ValueError, match="needs a dataset name"):
+        gload.Loader("unix:///tmp/x.sock", batch_size=16)
+    with pytest.raises(ValueError, match="by keyword"):
+        gload.Loader(str(datasets.small), 16)
     os.environ["GLOAD_BIN"] = str(tmp_path / "missing")
     with pytest.raises(gload.ServerStartError, match="GLOAD_BIN"):
         gload.Loader(str(datasets.small), batch_size=16)
