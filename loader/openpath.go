@@ -219,6 +219,16 @@ func (s *Server) lookupDataset(name string) (*served, bool) {
 	return s.paths.get(name)
 }
 
+// allServed returns the datasets the server was started with (in name order)
+// and then those opened by path.
+func (s *Server) allServed() []*served {
+	out := make([]*served, 0, len(s.names))
+	for _, n := range s.names {
+		out = append(out, s.datasets[n])
+	}
+	return append(out, s.paths.all()...)
+}
+
 // pathInfos describes the datasets opened by path.
 func (s *Server) pathInfos() []*gloadpb.DatasetInfo {
 	var out []*gloadpb.DatasetInfo

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,5 +123,37 @@ func TestOpenPathOnlyOverUnixSocket(t *testing.T) {
 func TestPathsOnlyNeedsFlag(t *testing.T) {
 	if _, err := loader.NewServer(loader.Config{NoGPUWatch: true}); err == nil {
 		t.Fatal("a server without datasets started without PathsOnly")
+	}
+}
+
+// A dataset in object storage opened by URL: served like one the server was
+// started with (every row once).
+func TestOpenPathObjectStorage(t *testing.T) {
+	lengths, _, _ := remoteDataset(t)
+	ts := startServer(t, loader.Config{PathsOnly: true, NoGPUWatch: true, Remote: loader.RemoteConfig{CacheDir: t.TempDir()}}, "unix")
+	c := dial(t, ts.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	info, opened, err := c.OpenPath(ctx, "s3://gload-test/web")
+	if err != nil || !opened || !strings.HasPrefix(info.Name, "web-") || info.Rows != uint64(len(lengths)) {
+		t.Fatalf("OpenPath: %v, %v, %v", info, opened, err)
+	}
+	batches, _, _, err := pullAll(ctx, c, &gloadpb.Open{Dataset: info.Name, Policy: &gloadpb.BatchPolicy{BatchSize: 50, Remainder: "keep", Sequential: true, NoWarmup: true}}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, b := range batches {
+		if err := checkBatch(b, lengths, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		n += b.rows
+	}
+	if n != len(lengths) {
+		t.Fatalf("%d rows, want %d", n, len(lengths))
+	}
+	// Its shard cache shows in /metrics like a started dataset's.
+	if m := scrape(t, ts.srv); !strings.Contains(m, `gload_remote_downloads_total{dataset="`+info.Name+`"}`) {
+		t.Fatalf("no remote metrics for %s:\n%s", info.Name, grepLines(m, "gload_remote"))
 	}
 }
