@@ -306,3 +306,23 @@ def test_dataloader_workers_share_the_server(job, datasets) -> None:
     p = subprocess.run([sys.executable, "-c", code, str(datasets.small), str(datasets.rows["small"])], env=env,
                        capture_output=True, text=True, timeout=240)
     assert p.returncode == 0 and p.stdout.startswith("ok"), p.stdout + p.stderr[-3000:]
+
+
+@pytest.mark.parametrize("transport", ["shm", "grpc"])
+def test_server_killed_mid_epoch(job, datasets, transport) -> None:
+    """The job's server dies (SIGKILL: its socket and lock stay behind): the Loader starts a fresh one over the stale
+    files, opens its path there and finishes the epoch where it stood: every row once."""
+    l = gload.Loader(str(datasets.small), batch_size=16, eval=True, keys=["index"], transport=transport)
+    it = iter(l)
+    rows = rows_of([next(it) for _ in range(5)])
+    pid = _server_pid(str(job["sock"]))
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not _alive(pid), "server killed", timeout=30)
+    assert job["sock"].exists() and job["lock"].exists()  # what a killed server leaves
+    rows += rows_of(it)
+    assert sorted(rows) == list(range(datasets.rows["small"]))
+    assert l._auto.started and l._auto.pid != pid and _server_pid(str(job["sock"])) == l._auto.pid
+    assert l.stats()["reconnects"] == 1
+    l.close()
+    # The fresh server swept the killed one's rings when it started.
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"gload-{pid}-")]
