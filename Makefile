@@ -17,7 +17,7 @@ export GLOAD_PYTHON_OLDEST := $(abspath .venv-oldest/bin/python)
 
 comma     := ,
 
-.PHONY: all setup build build-hf demo test test-go test-race test-hf test-py test-py-newest test-py-oldest test-py-forksafe test-docs lint bench clean
+.PHONY: all setup build build-hf demo test test-go test-race test-hf test-py test-py-newest test-py-oldest test-py-forksafe test-docs test-wheel wheel lint bench clean
 
 all: build
 
@@ -84,6 +84,23 @@ test-py-forksafe: build
 # The runnable blocks of README and docs/ (marked as such), run in order against bin/gload and .venv.
 test-docs: build
 	$(PYTHON) scripts/docs-test.py --python $(abspath $(PYTHON))
+
+# The release wheel (dist/gload-<version>-py3-none-manylinux_X_Y_<arch>.whl): the Python package, the native copier
+# and bin/gload, tagged with the glibc the binaries need (scripts/wheel/build.py). Its build tools live in
+# .venv-wheel (.ci/requirements-wheel.txt; made once, about 10 s).
+WHEEL_VENV := .venv-wheel
+$(WHEEL_VENV)/.ok: .ci/requirements-wheel.txt
+	python3 -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/pip install --quiet --disable-pip-version-check -r .ci/requirements-wheel.txt
+	touch $@
+
+wheel: build $(WHEEL_VENV)/.ok
+	scripts/build-copier.sh
+	$(WHEEL_VENV)/bin/python scripts/wheel/build.py
+
+# The wheel installed into a fresh venv in an empty directory, PATH without Go or cc (scripts/wheel/test_wheel.py).
+test-wheel: wheel
+	$(WHEEL_VENV)/bin/python -m pytest -q -rs -s -p no:cacheprovider --timeout=300 scripts/wheel/test_wheel.py
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokenize/...

@@ -29,6 +29,9 @@ const (
 type Config struct {
 	// Datasets maps the names clients use to dataset directories.
 	Datasets map[string]string
+	// PathsOnly lets a server start without Datasets: it serves those its
+	// owner's clients open by path (the OpenPath RPC; open to every server).
+	PathsOnly bool
 	// Mixtures maps names clients use to weighted mixtures of Datasets
 	// (a name may not be both a dataset and a mixture).
 	Mixtures map[string]MixtureSpec
@@ -107,7 +110,7 @@ var datasetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // normalized validates c and applies defaults.
 func (c Config) normalized() (Config, error) {
-	if len(c.Datasets) == 0 {
+	if len(c.Datasets) == 0 && !c.PathsOnly {
 		return c, fmt.Errorf("%w: no datasets", ErrConfig)
 	}
 	for name := range c.Mixtures {

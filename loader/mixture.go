@@ -154,7 +154,7 @@ func (s *Server) newMixture(name string, spec MixtureSpec, field string) (*serve
 	var maxLen uint32
 	info := &gloadpb.DatasetInfo{Name: name, MixBy: string(m.mc.MixBy)}
 	for i, w := range spec.Sources {
-		d, ok := s.datasets[w.Dataset]
+		d, ok := s.lookupDataset(w.Dataset)
 		if !ok {
 			return nil, status.Errorf(codes.NotFound, "%s[%d]: dataset %q is not served here; this server serves: %s",
 				field, i, w.Dataset, strings.Join(s.names, ", "))

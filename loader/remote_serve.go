@@ -225,9 +225,9 @@ func (d *served) recentShardWaits(since time.Time) int {
 func (s *Server) annotateStorage(r gpuwatch.Report) gpuwatch.Report {
 	since := r.Time.Add(-time.Duration(r.WindowS * float64(time.Second)))
 	var waited []string
-	for _, name := range s.names {
-		d := s.datasets[name]
-		if d == nil || d.cache == nil {
+	for _, d := range s.allServed() {
+		name := d.name
+		if d.cache == nil {
 			continue
 		}
 		n := d.recentShardWaits(since)
@@ -281,9 +281,9 @@ func (c *remoteCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *remoteCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, name := range c.s.names {
-		d := c.s.datasets[name]
-		if d == nil || d.cache == nil {
+	for _, d := range c.s.allServed() {
+		name := d.name
+		if d.cache == nil {
 			continue
 		}
 		st := d.cache.Stats()

@@ -24,6 +24,7 @@ func (s *Server) ListDatasets(context.Context, *gloadpb.ListDatasetsRequest) (*g
 	for _, n := range sortedNamesOf(s.mixtures) {
 		out.Datasets = append(out.Datasets, s.mixtures[n].info)
 	}
+	out.Datasets = append(out.Datasets, s.pathInfos()...)
 	return out, nil
 }
 
@@ -38,6 +39,10 @@ func (s *Server) Health(context.Context, *gloadpb.HealthRequest) (*gloadpb.Healt
 	}
 	for _, n := range s.names {
 		h.DatasetInfo = append(h.DatasetInfo, s.datasets[n].info)
+	}
+	for _, info := range s.pathInfos() {
+		h.Datasets = append(h.Datasets, info.Name)
+		h.DatasetInfo = append(h.DatasetInfo, info)
 	}
 	return h, nil
 }
@@ -103,7 +108,7 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 	}
 	if d == nil {
 		var ok bool
-		if d, ok = s.datasets[open.Dataset]; !ok {
+		if d, ok = s.lookupDataset(open.Dataset); !ok {
 			if d, ok = s.mixtures[open.Dataset]; !ok {
 				return nil, status.Errorf(codes.NotFound, "dataset: %q is not served here; this server serves: %s",
 					open.Dataset, strings.Join(append(slices.Clone(s.names), sortedNamesOf(s.mixtures)...), ", "))

@@ -36,6 +36,8 @@ type Server struct {
 	datasets map[string]*served
 	// mixtures are the mixtures of datasets the server was started with.
 	mixtures map[string]*served
+	paths    pathRegistry // datasets opened by path (openpath.go)
+	conns    connGauge    // open client connections (Idle)
 	names    []string
 	plans    *planCache
 	pool     *bufPool
@@ -119,6 +121,7 @@ func NewServer(cfg Config) (*Server, error) {
 		grpc.WriteBufferSize(256 << 10),
 		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn + connSlack)),
 		grpc.StatsHandler(connCounts{}),
+		grpc.StatsHandler(&s.conns),
 	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
@@ -261,7 +264,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return ErrServed
 	}
 	errc := make(chan error, 1)
-	adm := newAdmitListener(lis, admitConfig{
+	adm := newAdmitListener(withPeerCred(lis), admitConfig{
 		maxConns: s.cfg.MaxConns, perPeer: s.cfg.MaxConnsPerPeer, reserve: s.cfg.ConnReserve,
 		authTimeout: s.cfg.AuthTimeout, needAuth: s.cfg.AuthToken != "",
 		onRefuse: func(why string) { s.metrics.connsRefused.WithLabelValues(why).Inc() },
@@ -321,7 +324,7 @@ func (s *Server) Close() error {
 
 func (s *Server) closeDatasets() error {
 	s.closeOnce.Do(func() {
-		errs := []error{s.closeWatch()}
+		errs := []error{s.closeWatch(), s.closePaths()}
 		for _, d := range s.datasets {
 			if err := d.ds.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close dataset %s: %w", d.name, err))

@@ -49,6 +49,8 @@ type serveOptions struct {
 	watchInterval   time.Duration
 	watchWindow     time.Duration
 	noGPUWatch      bool
+	lifetime        lifetimeOptions // --idle-exit, --owner-pid, --lock-file (lifetime.go)
+	pathsOnly       bool
 }
 
 func newServeCmd(g *globalOptions) *cobra.Command {
@@ -68,7 +70,13 @@ loopback addresses (127.0.0.1, ::1, localhost) are allowed unless --allow-remote
 --tls-key enable TLS. Over TCP any user of the host can connect: --auth-token-file makes every call (and /metrics)
 need the token in the file (clients send it from GLOAD_AUTH_TOKEN or their auth_token option). --metrics serves
 Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accepting streams, lets open ones finish for
---drain-timeout and exits.`,
+--drain-timeout and exits.
+
+Every server also serves the datasets its own user's clients open by path (the OpenPath RPC, allowed only over the
+unix socket to the server's uid); --paths-only starts one without --dataset that serves only those. A Python Loader
+given a dataset directory starts such a server itself, with --idle-exit (exit that long after the last client connection closed),
+--owner-pid (exit as soon as that process has exited and no client is connected) and --lock-file (the lock its
+clients take to start or attach to it; removed on exit).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context())
@@ -105,8 +113,11 @@ Prometheus metrics over HTTP (same address rules). SIGINT or SIGTERM stops accep
 	f.DurationVar(&o.watchInterval, "watch-interval", time.Second, "how often the GPU watch polls NVML")
 	f.DurationVar(&o.watchWindow, "watch-window", time.Minute, "sliding window of the GPU watch's statistics and verdict")
 	f.BoolVar(&o.noGPUWatch, "no-gpu-watch", false, "do not open NVML (the watch then reports client statistics and \"no GPU visible\")")
+	f.BoolVar(&o.pathsOnly, "paths-only", false, "start without --dataset: serve only the datasets this user's clients open by path")
+	f.DurationVar(&o.lifetime.idleExit, "idle-exit", 0, "exit this long after the last client connection closed (0: never)")
+	f.IntVar(&o.lifetime.ownerPID, "owner-pid", 0, "exit once this process has exited and no client is connected (0: none)")
+	f.StringVar(&o.lifetime.lockFile, "lock-file", "", "start lock of the clients that share this server: taken before an idle exit, removed on exit")
 	o.remote.add(f)
-	_ = cmd.MarkFlagRequired("dataset")
 	return cmd
 }
 
@@ -141,12 +152,25 @@ func (o *serveOptions) run(ctx context.Context) error {
 		return err
 	}
 	srv, lis, mlis := st.srv, st.lis, st.mlis
+	// A job's server (started by a Loader): idle exit, its starter's death, its lock (lifetime.go).
+	var life *lifetime
+	if o.lifetime.enabled() || o.lifetime.lockFile != "" {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		life = newLifetime(o.lifetime, o.g.logger(), srv.Idle)
+		go life.run(ctx, stop)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(gctx, lis) })
 	if mlis != nil {
 		g.Go(func() error { return srv.ServeMetrics(gctx, mlis) })
 	}
-	return g.Wait()
+	err = g.Wait()
+	if life != nil {
+		life.finish()
+	}
+	return err
 }
 
 // serveStart is what start-up made: the server and its listeners.
@@ -202,6 +226,12 @@ func (o *serveOptions) startSteps(datasets map[string]string) (serveStart, error
 		return serveStart{}, err
 	}
 	log := o.g.logger()
+	if err := o.lifetime.check(); err != nil {
+		return serveStart{}, err
+	}
+	if len(datasets) == 0 && len(mixes) == 0 && !o.pathsOnly {
+		return serveStart{}, fmt.Errorf("no --dataset: give --dataset NAME=DIR (repeatable), or --paths-only to serve only datasets this user's clients open by path")
+	}
 	var token string
 	if o.authTokenFile != "" {
 		if token, err = access.ReadTokenFile(o.authTokenFile); err != nil {
@@ -215,6 +245,7 @@ func (o *serveOptions) startSteps(datasets map[string]string) (serveStart, error
 	srv, err := loader.NewServer(loader.Config{
 		AuthToken:         token,
 		Datasets:          datasets,
+		PathsOnly:         o.pathsOnly,
 		Mixtures:          mixes,
 		MaxPrefetch:       o.maxPrefetch,
 		DefaultPrefetch:   o.defaultPrefetch,

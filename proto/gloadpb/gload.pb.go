@@ -2239,6 +2239,102 @@ func (x *ReportSummary) GetSteps() uint64 {
 	return 0
 }
 
+type OpenPathRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"` // an absolute directory on the server's host, or s3://bucket/prefix
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenPathRequest) Reset() {
+	*x = OpenPathRequest{}
+	mi := &file_gload_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenPathRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenPathRequest) ProtoMessage() {}
+
+func (x *OpenPathRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gload_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenPathRequest.ProtoReflect.Descriptor instead.
+func (*OpenPathRequest) Descriptor() ([]byte, []int) {
+	return file_gload_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *OpenPathRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type OpenPathResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dataset       *DatasetInfo           `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"` // its name is what Open.dataset takes
+	Opened        bool                   `protobuf:"varint,2,opt,name=opened,proto3" json:"opened,omitempty"`  // false: the dataset was already open under that name
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenPathResponse) Reset() {
+	*x = OpenPathResponse{}
+	mi := &file_gload_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenPathResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenPathResponse) ProtoMessage() {}
+
+func (x *OpenPathResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gload_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenPathResponse.ProtoReflect.Descriptor instead.
+func (*OpenPathResponse) Descriptor() ([]byte, []int) {
+	return file_gload_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *OpenPathResponse) GetDataset() *DatasetInfo {
+	if x != nil {
+		return x.Dataset
+	}
+	return nil
+}
+
+func (x *OpenPathResponse) GetOpened() bool {
+	if x != nil {
+		return x.Opened
+	}
+	return false
+}
+
 var File_gload_proto protoreflect.FileDescriptor
 
 const file_gload_proto_rawDesc = "" +
@@ -2443,17 +2539,23 @@ const file_gload_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12(\n" +
 	"\x04step\x18\x02 \x01(\v2\x14.gload.v1.StepReportR\x04step\"%\n" +
 	"\rReportSummary\x12\x14\n" +
-	"\x05steps\x18\x01 \x01(\x04R\x05steps*2\n" +
+	"\x05steps\x18\x01 \x01(\x04R\x05steps\"%\n" +
+	"\x0fOpenPathRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"[\n" +
+	"\x10OpenPathResponse\x12/\n" +
+	"\adataset\x18\x01 \x01(\v2\x15.gload.v1.DatasetInfoR\adataset\x12\x16\n" +
+	"\x06opened\x18\x02 \x01(\bR\x06opened*2\n" +
 	"\tTransport\x12\x12\n" +
 	"\x0eTRANSPORT_GRPC\x10\x00\x12\x11\n" +
-	"\rTRANSPORT_SHM\x10\x012\x83\x03\n" +
+	"\rTRANSPORT_SHM\x10\x012\xc6\x03\n" +
 	"\x06Loader\x12M\n" +
 	"\fListDatasets\x12\x1d.gload.v1.ListDatasetsRequest\x1a\x1e.gload.v1.ListDatasetsResponse\x125\n" +
 	"\x04Plan\x12\x15.gload.v1.PlanRequest\x1a\x16.gload.v1.PlanResponse\x12?\n" +
 	"\aBatches\x12\x17.gload.v1.ClientMessage\x1a\x17.gload.v1.ServerMessage(\x010\x01\x12;\n" +
 	"\x06Health\x12\x17.gload.v1.HealthRequest\x1a\x18.gload.v1.HealthResponse\x128\n" +
 	"\x05Watch\x12\x16.gload.v1.WatchRequest\x1a\x15.gload.v1.WatchReport0\x01\x12;\n" +
-	"\x06Report\x12\x16.gload.v1.ClientReport\x1a\x17.gload.v1.ReportSummary(\x01B.Z,github.com/gload/gload/proto/gloadpb;gloadpbb\x06proto3"
+	"\x06Report\x12\x16.gload.v1.ClientReport\x1a\x17.gload.v1.ReportSummary(\x01\x12A\n" +
+	"\bOpenPath\x12\x19.gload.v1.OpenPathRequest\x1a\x1a.gload.v1.OpenPathResponseB.Z,github.com/gload/gload/proto/gloadpb;gloadpbb\x06proto3"
 
 var (
 	file_gload_proto_rawDescOnce sync.Once
@@ -2468,7 +2570,7 @@ func file_gload_proto_rawDescGZIP() []byte {
 }
 
 var file_gload_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gload_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_gload_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_gload_proto_goTypes = []any{
 	(Transport)(0),               // 0: gload.v1.Transport
 	(*BatchPolicy)(nil),          // 1: gload.v1.BatchPolicy
@@ -2496,6 +2598,8 @@ var file_gload_proto_goTypes = []any{
 	(*WatchReport)(nil),          // 23: gload.v1.WatchReport
 	(*ClientReport)(nil),         // 24: gload.v1.ClientReport
 	(*ReportSummary)(nil),        // 25: gload.v1.ReportSummary
+	(*OpenPathRequest)(nil),      // 26: gload.v1.OpenPathRequest
+	(*OpenPathResponse)(nil),     // 27: gload.v1.OpenPathResponse
 }
 var file_gload_proto_depIdxs = []int32{
 	1,  // 0: gload.v1.Open.policy:type_name -> gload.v1.BatchPolicy
@@ -2520,23 +2624,26 @@ var file_gload_proto_depIdxs = []int32{
 	5,  // 19: gload.v1.PlanResponse.shares:type_name -> gload.v1.MixtureShare
 	16, // 20: gload.v1.HealthResponse.dataset_info:type_name -> gload.v1.DatasetInfo
 	7,  // 21: gload.v1.ClientReport.step:type_name -> gload.v1.StepReport
-	15, // 22: gload.v1.Loader.ListDatasets:input_type -> gload.v1.ListDatasetsRequest
-	18, // 23: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
-	8,  // 24: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
-	20, // 25: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
-	22, // 26: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
-	24, // 27: gload.v1.Loader.Report:input_type -> gload.v1.ClientReport
-	17, // 28: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
-	19, // 29: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
-	14, // 30: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
-	21, // 31: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
-	23, // 32: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
-	25, // 33: gload.v1.Loader.Report:output_type -> gload.v1.ReportSummary
-	28, // [28:34] is the sub-list for method output_type
-	22, // [22:28] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	16, // 22: gload.v1.OpenPathResponse.dataset:type_name -> gload.v1.DatasetInfo
+	15, // 23: gload.v1.Loader.ListDatasets:input_type -> gload.v1.ListDatasetsRequest
+	18, // 24: gload.v1.Loader.Plan:input_type -> gload.v1.PlanRequest
+	8,  // 25: gload.v1.Loader.Batches:input_type -> gload.v1.ClientMessage
+	20, // 26: gload.v1.Loader.Health:input_type -> gload.v1.HealthRequest
+	22, // 27: gload.v1.Loader.Watch:input_type -> gload.v1.WatchRequest
+	24, // 28: gload.v1.Loader.Report:input_type -> gload.v1.ClientReport
+	26, // 29: gload.v1.Loader.OpenPath:input_type -> gload.v1.OpenPathRequest
+	17, // 30: gload.v1.Loader.ListDatasets:output_type -> gload.v1.ListDatasetsResponse
+	19, // 31: gload.v1.Loader.Plan:output_type -> gload.v1.PlanResponse
+	14, // 32: gload.v1.Loader.Batches:output_type -> gload.v1.ServerMessage
+	21, // 33: gload.v1.Loader.Health:output_type -> gload.v1.HealthResponse
+	23, // 34: gload.v1.Loader.Watch:output_type -> gload.v1.WatchReport
+	25, // 35: gload.v1.Loader.Report:output_type -> gload.v1.ReportSummary
+	27, // 36: gload.v1.Loader.OpenPath:output_type -> gload.v1.OpenPathResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_gload_proto_init() }
@@ -2560,7 +2667,7 @@ func file_gload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gload_proto_rawDesc), len(file_gload_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Loader_Health_FullMethodName       = "/gload.v1.Loader/Health"
 	Loader_Watch_FullMethodName        = "/gload.v1.Loader/Watch"
 	Loader_Report_FullMethodName       = "/gload.v1.Loader/Report"
+	Loader_OpenPath_FullMethodName     = "/gload.v1.Loader/OpenPath"
 )
 
 // LoaderClient is the client API for Loader service.
@@ -51,6 +52,10 @@ type LoaderClient interface {
 	// Report takes step timings from a training loop that does not pull its batches from gload (a baseline DataLoader,
 	// say), so the watch can judge any feeding strategy. The first message names the client.
 	Report(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ClientReport, ReportSummary], error)
+	// OpenPath opens (or finds) the dataset at a path on the server's host, or an s3:// URL, and returns its name for
+	// Open. Only a client of the server's own uid over its unix socket may call it (the kernel's peer credentials
+	// say who): it is how a Loader given a path registers the dataset with the server it started.
+	OpenPath(ctx context.Context, in *OpenPathRequest, opts ...grpc.CallOption) (*OpenPathResponse, error)
 }
 
 type loaderClient struct {
@@ -136,6 +141,16 @@ func (c *loaderClient) Report(ctx context.Context, opts ...grpc.CallOption) (grp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Loader_ReportClient = grpc.ClientStreamingClient[ClientReport, ReportSummary]
 
+func (c *loaderClient) OpenPath(ctx context.Context, in *OpenPathRequest, opts ...grpc.CallOption) (*OpenPathResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpenPathResponse)
+	err := c.cc.Invoke(ctx, Loader_OpenPath_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LoaderServer is the server API for Loader service.
 // All implementations must embed UnimplementedLoaderServer
 // for forward compatibility.
@@ -154,6 +169,10 @@ type LoaderServer interface {
 	// Report takes step timings from a training loop that does not pull its batches from gload (a baseline DataLoader,
 	// say), so the watch can judge any feeding strategy. The first message names the client.
 	Report(grpc.ClientStreamingServer[ClientReport, ReportSummary]) error
+	// OpenPath opens (or finds) the dataset at a path on the server's host, or an s3:// URL, and returns its name for
+	// Open. Only a client of the server's own uid over its unix socket may call it (the kernel's peer credentials
+	// say who): it is how a Loader given a path registers the dataset with the server it started.
+	OpenPath(context.Context, *OpenPathRequest) (*OpenPathResponse, error)
 	mustEmbedUnimplementedLoaderServer()
 }
 
@@ -181,6 +200,9 @@ func (UnimplementedLoaderServer) Watch(*WatchRequest, grpc.ServerStreamingServer
 }
 func (UnimplementedLoaderServer) Report(grpc.ClientStreamingServer[ClientReport, ReportSummary]) error {
 	return status.Error(codes.Unimplemented, "method Report not implemented")
+}
+func (UnimplementedLoaderServer) OpenPath(context.Context, *OpenPathRequest) (*OpenPathResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OpenPath not implemented")
 }
 func (UnimplementedLoaderServer) mustEmbedUnimplementedLoaderServer() {}
 func (UnimplementedLoaderServer) testEmbeddedByValue()                {}
@@ -282,6 +304,24 @@ func _Loader_Report_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Loader_ReportServer = grpc.ClientStreamingServer[ClientReport, ReportSummary]
 
+func _Loader_OpenPath_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpenPathRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LoaderServer).OpenPath(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Loader_OpenPath_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LoaderServer).OpenPath(ctx, req.(*OpenPathRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Loader_ServiceDesc is the grpc.ServiceDesc for Loader service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -300,6 +340,10 @@ var Loader_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Health",
 			Handler:    _Loader_Health_Handler,
+		},
+		{
+			MethodName: "OpenPath",
+			Handler:    _Loader_OpenPath_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,6 +1,7 @@
 """gload: the Python client of ``gload serve``.
 
-``gload.Loader(addr, dataset, ...)`` iterates one epoch of length-bucketed (or token-budget, or packed) batches of a
+``gload.Loader("path/to/dataset", ...)`` (or ``gload.Loader(addr, dataset_name, ...)`` for a server started by hand)
+iterates one epoch of length-bucketed (or token-budget, or packed) batches of a
 pre-tokenized dataset, as dicts of torch tensors (numpy arrays without torch), over gRPC or a shared-memory ring; it
 is a ``torch.utils.data.IterableDataset`` that shards itself by rank and DataLoader worker, and has
 ``state_dict``/``load_state_dict`` for exact, elastic resumption. See ``Loader`` and the package README.
@@ -18,6 +19,7 @@ import os as _os
 _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 _os.environ.setdefault("GRPC_POLL_STRATEGY", "poll")
 
+from ._autostart import ServerStartError, configure_server
 from ._channel import default_address
 from .errors import (
     DatasetChanged,
@@ -37,6 +39,8 @@ from .loader import Loader
 
 __all__ = [
     "Loader",
+    "configure_server",
+    "ServerStartError",
     "default_address",
     "GloadError",
     "ServerUnavailable",

@@ -18,9 +18,11 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import grpc
 import numpy as np
 
+from . import _autostart
 from ._channel import auth_token as _auth_token
 from ._channel import grpc_fork_safe, open_channel, open_checked_channel, resolve  # noqa: F401 - grpc_fork_safe for users and tests
 from ._peercred import UNKNOWN, check_server
+from ._channel import read_token_file
 from . import _keys
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
@@ -149,6 +151,14 @@ class Loader(_Base):
     it, to the device with ``device="cuda"``) or ``"grpc"`` (any host). ``prefetch`` is how many batches the server
     may run ahead of what this consumer has received.
 
+    ``Loader("data/wiki", ...)``: a dataset directory (or ``s3://bucket/prefix``, or a mapping of them to weights)
+    as the only positional argument finds this node's server for this user and job, or starts one from the gload
+    binary (the wheel's, else ``$GLOAD_BIN``, a checkout's bin/gload or PATH's), and has it open the path; every
+    rank and DataLoader worker of the job shares that server, which exits a short idle time after its last client
+    leaves (settings: :func:`gload.configure_server`; see docs/install.md). ``loader.dataset`` is then the name the
+    server serves the path by (after the first connection), ``loader.paths`` maps names to paths, and errors and
+    :meth:`report` name the server's log. A path given with an address is opened on that server instead.
+
     ``addr`` is ``unix:///path.sock`` or ``host:port``; None is the server's default (``$GLOAD_ADDR``, else the
     user's socket ``$XDG_RUNTIME_DIR/gload.sock``, else ``/tmp/gload-<uid>/gload.sock``). ``auth_token`` is the bearer
     token of a server started with ``--auth-token-file`` (default: ``$GLOAD_AUTH_TOKEN``, else the content of the file
@@ -161,8 +171,8 @@ class Loader(_Base):
 
     def __init__(
         self,
-        addr: Optional[Address],
-        dataset: Union[str, Mapping[str, float]],
+        addr: Union[None, Address, str, Mapping[str, float]],
+        dataset: Union[None, str, Mapping[str, float]] = None,
         batch_size: Optional[int] = None,
         policy: str = "bucketed",
         pad_multiple: int = 64,
@@ -224,8 +234,22 @@ class Loader(_Base):
             raise ValueError(f"remainder {remainder!r}: want 'drop', 'wrap' or 'keep'")
         if pad_id is not None and (not isinstance(pad_id, (int, np.integer)) or isinstance(pad_id, bool)):
             raise ValueError(f"pad_id: want a token id or None (the dataset's pad token), got {pad_id!r}")
-        self.addr, self._target = resolve(addr)
+        # Loader("data/wiki"): a dataset path (or mapping of paths) alone; paths are opened on this node's job server,
+        # started if none runs (gload._autostart), or on the server at an explicit address.
+        # No gRPC here (a Loader is made before DataLoader workers fork): the server is found or started with plain
+        # socket calls, and the paths are opened (OpenPath) by each process on its first connection (_api).
+        addr, dataset, paths = _autostart.split_args(addr, dataset)
         self._auth_token = _auth_token(auth_token)
+        self._auto: Optional[_autostart.Server] = None
+        # Dataset paths: [the key standing for it in dataset (the path, then the name it is served by), path].
+        self._path_keys: List[List[str]] = [[p, p] for p in paths]
+        if paths:
+            addr, self._auto = _autostart.attach(addr)
+            tf = _autostart.current_settings().get("auth_token_file")
+            if self._auto is not None and self._auth_token is None and tf:
+                self._auth_token = read_token_file(tf)
+            log.info("gload: %s from %s", ", ".join(paths), self._auto.describe() if self._auto else addr)
+        self.addr, self._target = resolve(addr)
         if not dataset:
             raise ValueError("dataset: a name the server serves (or a mapping of names to weights) is required")
         self._mixture: List[Tuple[str, float]] = []
@@ -446,6 +470,8 @@ class Loader(_Base):
                 ("grpc.enable_retries", 0),
             ])
             self._stub = pb_grpc.LoaderStub(self._channel)
+            if self._path_keys:
+                self._open_paths(self._stub)
         return self._stub
 
     def _server_uid(self) -> int:
@@ -453,6 +479,34 @@ class Loader(_Base):
         if self._server.uid < 0:
             self._server = check_server(self._target)
         return self._server.uid
+
+    @property
+    def paths(self) -> Dict[str, str]:
+        """The dataset paths this Loader was given, by the name the server serves each by (the path itself until
+        the first connection opened them)."""
+        return {k: p for k, p in self._path_keys}
+
+    def _open_paths(self, stub: pb_grpc.LoaderStub) -> None:
+        """Opens the dataset paths on the server (OpenPath: idempotent, once per connection of each process, so a
+        server started afresh learns them too) and names them in ``dataset`` as the server does."""
+        try:
+            names = _autostart.open_paths(stub, self.addr, [p for _, p in self._path_keys], _OPEN_TIMEOUT_S)
+        except GloadError as e:
+            ch, self._channel, self._stub = self._channel, None, None
+            if ch is not None:
+                ch.close()
+            if isinstance(e, ServerUnavailable):
+                raise
+            raise type(e)(f"{e}{self._server_note()}") from None
+        rename = {}
+        for kp in self._path_keys:
+            rename[kp[0]] = names[kp[1]]
+            kp[0] = names[kp[1]]
+        if self._mixture:
+            self._mixture = [(rename.get(n, n), w) for n, w in self._mixture]
+            self.dataset = ",".join(f"{n}:{w:g}" for n, w in self._mixture)
+        else:
+            self.dataset = rename.get(self.dataset, self.dataset)
 
     def _open_msg(self, consumer: Tuple[int, int, int, int], resume: Optional[pb.ResumeState]) -> pb.Open:
         rank, world, worker, workers = consumer
@@ -532,17 +586,23 @@ class Loader(_Base):
                 "next() call returned the slot to the server, so views would change under it; leave zero_copy=False "
                 "in workers (or iterate the Loader in the main process: gload already prefetches)")
         resume, base = self._resume_for(consumer)
-        msg = self._open_msg(consumer, resume)
         deadline = time.monotonic() + patience
         backoff = 0.05
+        reattached = False
         while True:
             try:
-                self._stream = Stream(self._api().Batches, msg, self.addr, _OPEN_TIMEOUT_S,
+                api = self._api()  # first: it opens dataset paths, naming them in the Open message
+                self._stream = Stream(api.Batches, self._open_msg(consumer, resume), self.addr, _OPEN_TIMEOUT_S,
                                       _weak_method(self._converter), _weak_method(self._server_uid))
                 break
             except ServerUnavailable as e:
+                if self._auto is not None and not reattached:
+                    reattached = True  # the job's server exited (idle, or its starter died): find or start it again
+                    self._reattach()
+                    continue
                 if time.monotonic() + backoff > deadline:
-                    raise ServerUnavailable(f"gload server {self.addr} unreachable for {patience:g} s: {e}") from None
+                    raise ServerUnavailable(f"gload server {self.addr} unreachable for {patience:g} s: {e}"
+                                            f"{self._server_note()}") from None
                 time.sleep(backoff)
                 backoff = min(2 * backoff, 1.0)
         o = self._stream.opened
@@ -553,6 +613,20 @@ class Loader(_Base):
         self._handed = None
         self._pending = None
         self._exhausted = False
+
+    def _reattach(self) -> None:
+        """Finds or starts the job's server again; the next connection reopens this Loader's dataset paths."""
+        assert self._auto is not None
+        addr, self._auto = _autostart.attach(None)
+        if self._channel is not None:
+            ch, self._channel, self._stub = self._channel, None, None
+            ch.close()
+        self.addr, self._target = resolve(addr)
+        log.info("gload: reattached to %s", self._auto.describe() if self._auto else addr)
+
+    def _server_note(self) -> str:
+        """What errors say about a server this Loader found or started (its log), else nothing."""
+        return f" ({self._auto.describe()})" if self._auto is not None else ""
 
     def _close_stream(self) -> None:
         if self._forked():
@@ -660,7 +734,7 @@ class Loader(_Base):
             self._pending = state
             self._exhausted = True
             raise ServerUnavailable(f"gload server {self.addr} went away ({cause}) and did not come back within "
-                                    f"{self.reconnect_timeout:g} s; resume later with load_state_dict(state)") from e
+                                    f"{self.reconnect_timeout:g} s; resume later with load_state_dict(state){self._server_note()}") from e
         self._stats.reconnects += 1
 
     def _describe(self) -> str:
@@ -759,11 +833,19 @@ class Loader(_Base):
               resume: Optional[pb.ResumeState] = None) -> pb.PlanResponse:
         rank, world, w, nw = self._consumer()
         consumer = (rank, world, w if worker is None else worker, nw if workers is None else workers)
-        msg = self._open_msg(consumer, resume)
-        try:
-            return self._api().Plan(pb.PlanRequest(open=msg), timeout=_rpc_timeout(max(self.connect_timeout, _OPEN_TIMEOUT_S)))
-        except grpc.RpcError as e:
-            raise translate(e, self.addr, "plan") from None
+        for attempt in (0, 1):
+            try:
+                api = self._api()
+                msg = self._open_msg(consumer, resume)
+                return api.Plan(pb.PlanRequest(open=msg), timeout=_rpc_timeout(max(self.connect_timeout, _OPEN_TIMEOUT_S)))
+            except grpc.RpcError as e:
+                err = translate(e, self.addr, "plan")
+            except ServerUnavailable as e:
+                err = e
+            if not (isinstance(err, ServerUnavailable) and self._auto is not None and attempt == 0):
+                raise err from None
+            self._reattach()  # the job's server exited (idle, or its starter died): find or start it again
+        raise AssertionError("unreachable")
 
     def shapes(self) -> List[Tuple[int, int]]:
         """The distinct (rows, length) shapes of this epoch's batches, longest first (the order of the warm-up
@@ -829,6 +911,8 @@ class Loader(_Base):
         s = self._stats.summary()
         lines = [
             f"gload report: dataset {self.dataset} at {self.addr} ({self._describe()}, prefetch {self.prefetch})",
+            *([f"  dataset path: {', '.join(self.paths.values())}", f"  server: {self._auto.describe()}"]
+              if self._auto is not None else [f"  dataset path: {', '.join(self.paths.values())}"] if self.paths else []),
             f"  steps {s['steps']}, data wait {100 * s['wait_share']:.2f}% of loop time "
             f"({s['wait_s']:.3f} s waiting, {s['step_s']:.3f} s in steps, mean step {1e3 * s['mean_step_s']:.2f} ms)",
             f"  next(): p50 {1e6 * s['next_p50_s']:.0f} µs, p99 {1e6 * s['next_p99_s']:.0f} µs; "

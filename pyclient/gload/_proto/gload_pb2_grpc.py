@@ -44,6 +44,11 @@ class LoaderStub(object):
                 request_serializer=gload__pb2.ClientReport.SerializeToString,
                 response_deserializer=gload__pb2.ReportSummary.FromString,
                 )
+        self.OpenPath = channel.unary_unary(
+                '/gload.v1.Loader/OpenPath',
+                request_serializer=gload__pb2.OpenPathRequest.SerializeToString,
+                response_deserializer=gload__pb2.OpenPathResponse.FromString,
+                )
 
 
 class LoaderServicer(object):
@@ -93,6 +98,15 @@ class LoaderServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenPath(self, request, context):
+        """OpenPath opens (or finds) the dataset at a path on the server's host, or an s3:// URL, and returns its name for
+        Open. Only a client of the server's own uid over its unix socket may call it (the kernel's peer credentials
+        say who): it is how a Loader given a path registers the dataset with the server it started.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LoaderServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -125,6 +139,11 @@ def add_LoaderServicer_to_server(servicer, server):
                     servicer.Report,
                     request_deserializer=gload__pb2.ClientReport.FromString,
                     response_serializer=gload__pb2.ReportSummary.SerializeToString,
+            ),
+            'OpenPath': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenPath,
+                    request_deserializer=gload__pb2.OpenPathRequest.FromString,
+                    response_serializer=gload__pb2.OpenPathResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -235,5 +254,22 @@ class Loader(object):
         return grpc.experimental.stream_unary(request_iterator, target, '/gload.v1.Loader/Report',
             gload__pb2.ClientReport.SerializeToString,
             gload__pb2.ReportSummary.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def OpenPath(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/gload.v1.Loader/OpenPath',
+            gload__pb2.OpenPathRequest.SerializeToString,
+            gload__pb2.OpenPathResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
