@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -127,13 +128,20 @@ func (s *Server) indexRemote(ctx context.Context, st *objstore.Store, dir string
 		return nil, err
 	}
 	for _, o := range objs {
-		if filepath.Ext(o.Name) != ".arrow" || filepath.Dir(o.Name) != "." {
+		if filepath.Ext(o.Name) != ".arrow" || strings.Contains(o.Name, "/") {
 			continue
 		}
-		if fi, err := os.Stat(filepath.Join(dir, o.Name)); err == nil && fi.Size() == o.Size {
+		// A listed name is data too: only plain base names are fetched (a key such as "..arrow", ".x.arrow" or
+		// one with control characters is skipped, named in the log).
+		path, err := dataset.ShardPath(dir, o.Name)
+		if err != nil {
+			s.log.Warn("object storage listing: object skipped", "url", st.URL().String(), "err", err)
 			continue
 		}
-		if _, err := st.Download(ctx, o.Name, filepath.Join(dir, o.Name), objstore.DownloadOptions{}); err != nil {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() == o.Size {
+			continue
+		}
+		if _, err := st.Download(ctx, o.Name, path, objstore.DownloadOptions{}); err != nil {
 			return nil, err
 		}
 	}

@@ -426,6 +426,51 @@ a_remote_bind() {
 	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *allow-remote* ]] && pass "refused without --allow-remote" || fail "rc=$rc ${out:0:100}"
 }
 
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 34: hostile buckets, journals and dataset files
+# ---------------------------------------------------------------------------------------------------------------
+S3PID=""
+s3start() { # a versitygw (bin/versitygw) on loopback with bucket "hostile"; sets the AWS environment. 1: none.
+	[ -n "$S3PID" ] && return 0
+	local gw=${GLOAD_S3_SERVER:-$ROOT/bin/versitygw}
+	[ -x "$gw" ] || return 1
+	mkdir -p "$W/s3/hostile"
+	S3PORT=$((20000 + RANDOM % 20000))
+	"$gw" --access attacks --secret attacks-secret --region us-east-1 --port 127.0.0.1:$S3PORT --quiet posix "$W/s3" >"$W/s3.log" 2>&1 &
+	S3PID=$!; PIDS+=("$S3PID")
+	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$S3PORT) 2>/dev/null && break; sleep 0.1; done
+	export AWS_ENDPOINT_URL=http://127.0.0.1:$S3PORT AWS_ACCESS_KEY_ID=attacks AWS_SECRET_ACCESS_KEY=attacks-secret AWS_REGION=us-east-1
+	export AWS_SHARED_CREDENTIALS_FILE=$W/none AWS_CONFIG_FILE=$W/none
+	return 0
+}
+# bucket_journal PREFIX NAME PAYLOAD: a gload.progress.json at s3://hostile/PREFIX listing one shard NAME whose
+# staged upload (.gload-upload/<sha256>-<size>.arrow) holds PAYLOAD, written straight into versitygw's backend.
+bucket_journal() {
+	local d=$W/s3/hostile/$1 sum size
+	mkdir -p "$d/.gload-upload"
+	printf '%s' "$3" >"$W/payload"
+	sum=$(sha256sum "$W/payload" | cut -d' ' -f1); size=$(stat -c %s "$W/payload")
+	cp "$W/payload" "$d/.gload-upload/$sum-$size.arrow"
+	"$PY" -c "import json,sys; print(json.dumps({'version':3,'shards':[{'Name':sys.argv[1],'Bytes':$size,'Hash':'$sum'}]}))" "$2" >"$d/gload.progress.json"
+}
+a_bucket_paths() { # item 1: a bucket's journal names where --resume writes
+	s3start || { skip "no bin/versitygw (scripts/setup.sh builds it)"; return; }
+	local n=0 bad="" name out
+	for name in "../../victim.txt" "../../../../../../../../../../tmp/gload-attack-$$.txt" "/abs-victim.txt" "a/b.arrow" \
+		".." "." ".hidden.arrow" "gload.index" "x.arrow.tmp" $'x\n.arrow'; do
+		n=$((n + 1))
+		bucket_journal "p$n" "$name" "PWNED-$n"
+		mkdir -p "$W/bp$n/home/stage"
+		out=$(HOME=$W/bp$n/home timeout 60 "$BIN" tokenize --quiet --tokenizer "$TOK" --stage "$W/bp$n/home/stage/ds" --resume \
+			--out "s3://hostile/p$n" "$W/small.jsonl" 2>&1)
+		if grep -rqs "PWNED-$n" "$W/bp$n" /tmp/gload-attack-$$.txt; then bad+=" ${name@Q}(written)"
+		elif [[ $out != *"bad file name"* ]]; then bad+=" ${name@Q}(${out:0:60})"; fi
+	done
+	rm -f /tmp/gload-attack-$$.txt
+	[ -z "$bad" ] && pass "$n hostile journal names refused before any write (../, absolute, a/b, ., .., dot-files, reserved, control chars)" || fail "$bad"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -457,5 +502,6 @@ attack "held: slowloris (300 trickling conns)" a_slowloris
 attack "held: never-acking shm clients" a_shm_never_ack
 attack "held: kill -9 of 50 clients" a_kill50
 attack "held: remote bind refused" a_remote_bind
+attack "34.1 bucket journal names a path (tokenize --resume)" a_bucket_paths
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

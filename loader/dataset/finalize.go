@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // Names of the Hugging Face files in a dataset directory.
@@ -65,7 +67,7 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 			err := os.Rename(src, dst)
 			if errors.Is(err, os.ErrNotExist) {
 				// Renamed by an earlier, interrupted run?
-				if st, serr := os.Stat(dst); serr == nil && st.Size() == s.Bytes {
+				if st, serr := safename.LstatRegular(dst); serr == nil && st.Size() == s.Bytes {
 					err = nil
 				}
 			}
@@ -139,15 +141,11 @@ func (s *ShardInfo) validate() error {
 // statShard builds the index entry of a finalized shard from the file on disk.
 func statShard(dir string, s ShardInfo) (ShardEntry, error) {
 	path := filepath.Join(dir, s.Name)
-	f, err := os.Open(path)
+	f, st, err := safename.OpenRegular(path)
 	if err != nil {
 		return ShardEntry{}, fmt.Errorf("open shard %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ShardEntry{}, fmt.Errorf("stat shard %s: %w", path, err)
-	}
 	if st.Size() != s.Bytes {
 		return ShardEntry{}, fmt.Errorf("shard %s: %w: %d bytes on disk, %d written", path, ErrCorrupt, st.Size(), s.Bytes)
 	}
@@ -239,7 +237,7 @@ func ScanShard(path string) (ShardInfo, error) {
 func writeFileAtomic(dir, name string, b []byte) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := safename.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // ShardSource makes shard files local on demand (loader/shardcache.Cache implements it). Acquire blocks until the
@@ -187,15 +189,11 @@ func (sh *shard) mapLazy(path, idsType string, hasLabels bool) error {
 	if sh.lazy.mapped.Load() {
 		return nil
 	}
-	f, err := os.Open(path)
+	f, st, err := safename.OpenRegular(path)
 	if err != nil {
 		return fmt.Errorf("open shard %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("stat shard %s: %w", path, err)
-	}
 	if st.Size() != sh.entry.Size {
 		return fmt.Errorf("shard %s: %w: %d bytes, gload.index says %d", path, ErrStaleIndex, st.Size(), sh.entry.Size)
 	}

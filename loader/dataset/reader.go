@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // OpenOptions control Open.
@@ -263,15 +265,11 @@ func readState(dir string) ([]string, error) {
 
 func openShard(dir, name string) (*shard, error) {
 	path := filepath.Join(dir, name)
-	f, err := os.Open(path)
+	f, st, err := safename.OpenRegular(path) // never through a symbolic link, never a FIFO or device
 	if err != nil {
 		return nil, fmt.Errorf("open shard %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat shard %s: %w", path, err)
-	}
 	data, err := mapFile(f, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("open shard %s: %w", path, err)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gload/gload/internal/safename"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/objstore"
 )
@@ -74,7 +75,8 @@ func FetchMeta(ctx context.Context, st *objstore.Store, dir string) (*Meta, erro
 // VerifyShard checks a downloaded shard file against its index entry: size, and the content hash when the index
 // has one.
 func VerifyShard(path string, e dataset.ShardEntry) error {
-	fi, err := os.Stat(path)
+	fi, err := safename.LstatRegular(path) // a symbolic link is not a verified shard: it is downloaded again
+
 	if err != nil {
 		return err
 	}
@@ -119,7 +121,10 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 		total += e.Size
 	}
 	for _, e := range meta.Shards {
-		path := filepath.Join(dst, e.Name)
+		path, err := dataset.ShardPath(dst, e.Name)
+		if err != nil {
+			return nil, fmt.Errorf("remote: %s/%s: %w", st.URL(), dataset.IndexFile, err)
+		}
 		if VerifyShard(path, e) == nil {
 			done += e.Size
 			if opts.Progress != nil {
@@ -128,7 +133,7 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 			continue
 		}
 		base := done
-		_, err := st.Download(ctx, e.Name, path, objstore.DownloadOptions{
+		_, err = st.Download(ctx, e.Name, path, objstore.DownloadOptions{
 			Verify: func(p string) error { return VerifyShard(p, e) },
 			Progress: func(n int64) {
 				if opts.Progress != nil {
@@ -198,12 +203,14 @@ func uploadMeta(ctx context.Context, dir string, st *objstore.Store) error {
 	return nil
 }
 
+// writeAtomic writes path through a fresh temporary file (O_EXCL, a random name, mode 0600: nothing planted in the
+// directory is followed or reused), fsync and rename.
 func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("remote: %w", err)
 	}
+	tmp := f.Name()
 	_, werr := f.Write(b)
 	serr := f.Sync()
 	cerr := f.Close()

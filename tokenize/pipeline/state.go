@@ -12,6 +12,8 @@ import (
 
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize/corpus"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // journalName is the resume journal: present only while a run is unfinished.
@@ -46,7 +48,7 @@ func (s *state) save() error { return saveJournal(s.journalPath(), &s.j) }
 
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := safename.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("tokenize: write %s: %w", path, err)
 	}
@@ -136,6 +138,11 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		if st.j.Version != journalVersion {
 			return nil, fmt.Errorf("tokenize: --resume: journal version %d, want %d", st.j.Version, journalVersion)
 		}
+		for i, s := range st.j.Shards {
+			if err := dataset.CheckShardName(s.Name); err != nil {
+				return nil, fmt.Errorf("tokenize: --resume: %s: shard %d: %w", st.journalPath(), i, err)
+			}
+		}
 		if st.j.Config != cfg {
 			return nil, fmt.Errorf("tokenize: --resume: the inputs, tokenizer or flags differ from the interrupted run; start again with --overwrite")
 		}
@@ -181,7 +188,7 @@ func withoutLock(entries []os.DirEntry) []os.DirEntry {
 // an interrupted Finalize, or not yet).
 func verifyJournaled(dir string, shards []dataset.ShardInfo) error {
 	for i, s := range shards {
-		if _, err := os.Stat(filepath.Join(dir, s.Name)); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(dir, s.Name)); errors.Is(err, os.ErrNotExist) {
 			s.Name = dataset.DataFileName(i, len(shards))
 		}
 		if err := dataset.VerifyShard(dir, s); err != nil {

@@ -1,0 +1,79 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gload/gload/internal/safename"
+)
+
+// interrupted runs a tokenize into out and cancels it after two shards, leaving a journal.
+func interrupted(t *testing.T, o Options) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	hook := &cancelAfterShards{n: 2, cancel: cancel}
+	testHookShardClosed = hook.tick
+	defer func() { testHookShardClosed = nil }()
+	if _, err := Run(ctx, o); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+}
+
+// editJournal rewrites the journal of out through fn (as a generic JSON object).
+func editJournal(t *testing.T, out string, fn func(j map[string]any)) {
+	t.Helper()
+	p := filepath.Join(out, journalName)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j map[string]any
+	if err := json.Unmarshal(b, &j); err != nil {
+		t.Fatal(err)
+	}
+	fn(j)
+	if b, err = json.Marshal(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A journal whose shard names leave the output directory (or name its own files) is refused by --resume before
+// any file is read, stat'ed or removed under that name (issue 34 item 1).
+func TestResumeRefusesHostileJournalNames(t *testing.T) {
+	tok := loadTok(t)
+	for _, name := range []string{"../victim.arrow", "/etc/passwd", "a/b.arrow", "..", ".hidden.arrow", "gload.index", "x\x00.arrow"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			in, _ := writeCorpus(t, dir, 800)
+			out := filepath.Join(dir, "out")
+			victim := filepath.Join(dir, "victim.arrow")
+			if err := os.WriteFile(victim, []byte("not a shard"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := Options{Inputs: []string{in}, Engine: tok, Workers: 2, ShardSize: 15000, Out: out}
+			interrupted(t, o)
+			editJournal(t, out, func(j map[string]any) {
+				j["shards"].([]any)[0].(map[string]any)["Name"] = name
+			})
+			o.Resume = true
+			_, err := Run(context.Background(), o)
+			if !errors.Is(err, safename.ErrBadName) && (err == nil || !strings.Contains(err.Error(), "bad file name")) {
+				t.Fatalf("resume with journal shard %q: %v, want a bad-name error", name, err)
+			}
+			if !strings.Contains(err.Error(), journalName) {
+				t.Errorf("error does not name the journal: %v", err)
+			}
+			if _, err := os.Stat(victim); err != nil {
+				t.Errorf("victim file: %v", err)
+			}
+		})
+	}
+}
