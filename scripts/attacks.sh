@@ -471,6 +471,31 @@ a_bucket_paths() { # item 1: a bucket's journal names where --resume writes
 	[ -z "$bad" ] && pass "$n hostile journal names refused before any write (../, absolute, a/b, ., .., dot-files, reserved, control chars)" || fail "$bad"
 }
 
+a_download_bounds() { # item 5: a shard sent too large, and a server that stalls, during gload sync
+	local mode out rc pid port bad="" t0 sent tm_sent=0
+	head -500 "$W/small.jsonl" >"$W/ds5.jsonl"
+	tok --out "$W/ds5" "$W/ds5.jsonl" >/dev/null 2>&1 # one shard below the 64 MiB part size: one plain GET
+	for mode in too-much stall; do
+		rm -f "$W/fs3.port" "$W/fs3.port.sent"
+		"$PY" "$ROOT/scripts/attacks/fake_s3.py" "$W/fs3.port" "$W/ds5" $mode &
+		pid=$!; PIDS+=("$pid")
+		for _ in $(seq 100); do [ -s "$W/fs3.port" ] && break; sleep 0.1; done
+		port=$(cat "$W/fs3.port")
+		t0=$SECONDS
+		out=$(AWS_ENDPOINT_URL=http://127.0.0.1:$port AWS_ACCESS_KEY_ID=a AWS_SECRET_ACCESS_KEY=b AWS_REGION=us-east-1 \
+			timeout 300 "$BIN" sync --quiet --s3-idle-timeout 2s "s3://hostile/ds" "$W/fs3.$mode" 2>&1); rc=$?
+		sent=$(cat "$W/fs3.port.sent" 2>/dev/null || echo 0)
+		kill $pid 2>/dev/null; wait $pid 2>/dev/null
+		case $mode in
+		too-much) tm_sent=$sent
+			[ $rc != 0 ] && [[ $out == *"larger than expected"* ]] && [ "$sent" -lt 1000000000 ] || bad+=" too-much: rc=$rc sent=$sent ${out:0:80};" ;;
+		stall) [ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *stalled* ]] || bad+=" stall: rc=$rc after $((SECONDS - t0)) s ${out:0:80};" ;;
+		esac
+		[ -f "$W/fs3.$mode/gload.index" ] && bad+=" $mode: gload.index written;"
+	done
+	[ -z "$bad" ] && pass "oversized shard cut off at its size+1 (server pushed ${tm_sent} B before the hang-up); a stall after 1000 B ends in 'stalled' (--s3-idle-timeout 2s, 3 attempts)" || fail "$bad"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -503,5 +528,6 @@ attack "held: never-acking shm clients" a_shm_never_ack
 attack "held: kill -9 of 50 clients" a_kill50
 attack "held: remote bind refused" a_remote_bind
 attack "34.1 bucket journal names a path (tokenize --resume)" a_bucket_paths
+attack "34.5 oversized and stalled downloads (sync)" a_download_bounds
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

@@ -26,12 +26,27 @@ type s3Flags struct {
 	endpoint string
 	region   string
 	profile  string
+	idle     time.Duration
+	minRate  string
 }
 
 func (s *s3Flags) add(f *pflag.FlagSet) {
 	f.StringVar(&s.endpoint, "s3-endpoint", "", "S3-compatible endpoint, http(s)://host:port (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, AWS)")
 	f.StringVar(&s.region, "s3-region", "", "region (default: $AWS_REGION, $AWS_DEFAULT_REGION)")
 	f.StringVar(&s.profile, "s3-profile", "", "profile of ~/.aws/credentials and ~/.aws/config (default: $AWS_PROFILE, default)")
+	f.DurationVar(&s.idle, "s3-idle-timeout", 60*time.Second, "a request that receives no byte for this long fails (and is retried)")
+	f.StringVar(&s.minRate, "s3-min-rate", "256KiB", "slowest download accepted, bytes per second: a download of N bytes must end within --s3-idle-timeout + N/rate")
+}
+
+func (s *s3Flags) config() (objstore.Config, error) {
+	if s.idle <= 0 {
+		return objstore.Config{}, fmt.Errorf("--s3-idle-timeout must be > 0")
+	}
+	rate, err := parseSize(s.minRate)
+	if err != nil || rate <= 0 {
+		return objstore.Config{}, fmt.Errorf("--s3-min-rate %q: want a positive size such as 256KiB", s.minRate)
+	}
+	return objstore.Config{Endpoint: s.endpoint, Region: s.region, Profile: s.profile, IdleTimeout: s.idle, MinRate: rate}, nil
 }
 
 func (s *s3Flags) open(ctx context.Context, rawURL string) (*objstore.Store, error) {
@@ -39,7 +54,11 @@ func (s *s3Flags) open(ctx context.Context, rawURL string) (*objstore.Store, err
 	if err != nil {
 		return nil, err
 	}
-	return objstore.Open(ctx, u, objstore.Config{Endpoint: s.endpoint, Region: s.region, Profile: s.profile})
+	cfg, err := s.config()
+	if err != nil {
+		return nil, err
+	}
+	return objstore.Open(ctx, u, cfg)
 }
 
 // defaultCacheRoot is $XDG_CACHE_HOME/gload (or ~/.cache/gload).
@@ -121,8 +140,11 @@ func (r *remoteServeFlags) config() (loader.RemoteConfig, error) {
 	if cache == "" {
 		cache = filepath.Join(defaultCacheRoot(), "cache")
 	}
-	return loader.RemoteConfig{CacheDir: cache, CacheBytes: size, Ahead: r.ahead, Fetch: r.fetch,
-		S3: objstore.Config{Endpoint: r.s3.endpoint, Region: r.s3.region, Profile: r.s3.profile}}, nil
+	s3cfg, err := r.s3.config()
+	if err != nil {
+		return loader.RemoteConfig{}, err
+	}
+	return loader.RemoteConfig{CacheDir: cache, CacheBytes: size, Ahead: r.ahead, Fetch: r.fetch, S3: s3cfg}, nil
 }
 
 type syncOptions struct {

@@ -134,6 +134,7 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 		}
 		base := done
 		_, err = st.Download(ctx, e.Name, path, objstore.DownloadOptions{
+			Size:   e.Size,
 			Verify: func(p string) error { return VerifyShard(p, e) },
 			Progress: func(n int64) {
 				if opts.Progress != nil {

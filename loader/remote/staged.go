@@ -91,6 +91,7 @@ func NewStagedUpload(ctx context.Context, st *objstore.Store, stage string, opts
 	for i, s := range j.Shards {
 		e := dataset.ShardEntry{Name: s.Name, Size: s.Bytes, ContentHash: s.Hash}
 		if _, err := st.Download(ctx, stagedName(s), paths[i], objstore.DownloadOptions{
+			Size:   s.Bytes,
 			Verify: func(p string) error { return VerifyShard(p, e) },
 		}); err != nil {
 			return nil, fmt.Errorf("tokenize --resume from %s: %w", st.URL(), err)

@@ -446,7 +446,7 @@ func (c *Cache) startFetch(e *entry) {
 		if c.opts.Verify != nil {
 			verify = func(p string) error { return c.opts.Verify(e.Name, p) }
 		}
-		n, err := c.src.Download(c.ctx, e.Name, c.Path(e.Name), objstore.DownloadOptions{Verify: verify})
+		n, err := c.src.Download(c.ctx, e.Name, c.Path(e.Name), objstore.DownloadOptions{Verify: verify, Size: e.Size})
 		<-c.slots
 		c.finish(e, n, time.Since(t0), err)
 	}()
