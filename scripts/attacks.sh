@@ -496,6 +496,30 @@ a_download_bounds() { # item 5: a shard sent too large, and a server that stalls
 	[ -z "$bad" ] && pass "oversized shard cut off at its size+1 (server pushed ${tm_sent} B before the hang-up); a stall after 1000 B ends in 'stalled' (--s3-idle-timeout 2s, 3 attempts)" || fail "$bad"
 }
 
+a_shared_cache() { # item 6: another user (or a symlink) took $TMPDIR/gload-cache-<uid> first
+	s3start || { skip "no bin/versitygw (scripts/setup.sh builds it)"; return; }
+	local sh=$W/sharedtmp root out rc bad="" who="symlink"
+	head -500 "$W/small.jsonl" >"$W/ds5.jsonl"
+	mkdir -p "$sh" && chmod 1777 "$sh"
+	root=$sh/gload-cache-$(id -u)
+	mkdir -m 777 "$W/loot"; ln -s "$W/loot" "$root"
+	out=$(HOME= XDG_CACHE_HOME= TMPDIR=$sh tok --overwrite --out s3://hostile/priv "$W/ds5.jsonl" 2>&1); rc=$?
+	{ [ $rc != 0 ] && [[ $out == *"symbolic link"* ]] && [ -z "$(ls -A "$W/loot")" ]; } || bad+=" symlink: rc=$rc ${out:0:80};"
+	rm -f "$root"
+	if [ "$(id -u)" = 0 ] && { id -u gload-test-other >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin gload-test-other 2>/dev/null; }; then
+		who="symlink, another user's 0777 dir"
+		chmod o+x "$W" # the other user must reach the shared directory, as they reach /tmp
+		setpriv --reuid="$(id -u gload-test-other)" --regid="$(id -g gload-test-other)" --clear-groups mkdir -m 0777 "$root" ||
+			bad+=" setpriv mkdir as gload-test-other failed;"
+		out=$(HOME= XDG_CACHE_HOME= TMPDIR=$sh tok --overwrite --out s3://hostile/priv "$W/ds5.jsonl" 2>&1); rc=$?
+		{ [ $rc != 0 ] && [[ $out == *"uid $(id -u gload-test-other)"* ]] && [ -z "$(ls -A "$root")" ]; } || bad+=" other user: rc=$rc ${out:0:80};"
+		rm -rf "$root"
+	fi
+	out=$(HOME= XDG_CACHE_HOME= TMPDIR=$sh tok --overwrite --out s3://hostile/priv "$W/ds5.jsonl" 2>&1); rc=$?
+	[ $rc = 0 ] && [ "$(stat -c %a "$root")" = 700 ] || bad+=" own fallback: rc=$rc mode $(stat -c %a "$root" 2>/dev/null) ${out:0:80};"
+	[ -z "$bad" ] && pass "refused ($who), nothing written there; a fresh fallback is made 0700" || fail "$bad"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -529,5 +553,6 @@ attack "held: kill -9 of 50 clients" a_kill50
 attack "held: remote bind refused" a_remote_bind
 attack "34.1 bucket journal names a path (tokenize --resume)" a_bucket_paths
 attack "34.5 oversized and stalled downloads (sync)" a_download_bounds
+attack "34.6 shared \$TMPDIR cache taken first" a_shared_cache
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

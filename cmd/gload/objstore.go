@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gload/gload/internal/privdir"
 	"github.com/gload/gload/loader"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/objstore"
@@ -61,12 +62,17 @@ func (s *s3Flags) open(ctx context.Context, rawURL string) (*objstore.Store, err
 	return objstore.Open(ctx, u, cfg)
 }
 
-// defaultCacheRoot is $XDG_CACHE_HOME/gload (or ~/.cache/gload).
-func defaultCacheRoot() string {
+// defaultCacheRoot is $XDG_CACHE_HOME/gload (or ~/.cache/gload; without either, $TMPDIR/gload-cache-<uid>),
+// made or checked private to the user (0700, owned by them, nobody else can write it).
+func defaultCacheRoot() (string, error) {
+	root := privdir.TempRoot("gload-cache")
 	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "gload")
+		root = filepath.Join(d, "gload")
 	}
-	return filepath.Join(os.TempDir(), "gload-cache")
+	if err := privdir.Ensure(root); err != nil {
+		return "", fmt.Errorf("cache directory: %w", err)
+	}
+	return root, nil
 }
 
 // stageRemoteOut points a tokenize run whose --out is s3://… at a local stage directory and uploads each shard as
@@ -81,12 +87,19 @@ func (o *tokenizeOptions) stageRemoteOut(ctx context.Context, opts *pipeline.Opt
 	}
 	stage := o.stage
 	if stage == "" {
-		stage = remote.CacheDir(filepath.Join(defaultCacheRoot(), "upload"), st.URL())
+		root, err := defaultCacheRoot()
+		if err != nil {
+			return nil, fmt.Errorf("--out: %w", err)
+		}
+		stage = remote.CacheDir(filepath.Join(root, "upload"), st.URL())
 	}
 	if !opts.Resume {
 		if err := os.RemoveAll(stage); err != nil {
 			return nil, fmt.Errorf("--stage: %w", err)
 		}
+	}
+	if err := os.MkdirAll(stage, 0o700); err != nil {
+		return nil, fmt.Errorf("--stage: %w", err)
 	}
 	up, err := remote.NewStagedUpload(ctx, st, stage, remote.StageOptions{Overwrite: opts.Overwrite, Resume: opts.Resume})
 	if err != nil {
@@ -136,10 +149,7 @@ func (r *remoteServeFlags) config() (loader.RemoteConfig, error) {
 	if r.ahead < 1 || r.fetch < 1 {
 		return loader.RemoteConfig{}, fmt.Errorf("--cache-ahead and --cache-fetch must be ≥ 1")
 	}
-	cache := r.cache
-	if cache == "" {
-		cache = filepath.Join(defaultCacheRoot(), "cache")
-	}
+	cache := r.cache // "": the loader's default, made private to the user when a remote dataset first needs it
 	s3cfg, err := r.s3.config()
 	if err != nil {
 		return loader.RemoteConfig{}, err

@@ -128,7 +128,7 @@ func TestDownloadStallTimesOut(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, gets := hostileS3(t, size, tc.get)
-			st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: 300 * time.Millisecond})
+			st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: 300 * time.Millisecond, MinRate: 1}) // deadline: 5000 s
 			done := make(chan error, 1)
 			go func() {
 				_, err := st.Download(context.Background(), "shard.arrow", filepath.Join(t.TempDir(), "x"),
@@ -168,8 +168,9 @@ func TestDownloadTrickleHitsDeadline(t *testing.T) {
 			}
 		}
 	})
-	// 100 kB at 1 MB/s: 0.1 s, plus 0.5 s; the server needs 2000 s.
-	st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: 500 * time.Millisecond, MinRate: 1e6})
+	// 100 kB at 1 MB/s: 0.1 s, plus 2 s; the server needs 2000 s. A byte every 20 ms is never 2 s idle, even on a
+	// loaded machine.
+	st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: 2 * time.Second, MinRate: 1e6})
 	_, err := st.Download(context.Background(), "shard.arrow", filepath.Join(t.TempDir(), "x"),
 		objstore.DownloadOptions{Size: size, Attempts: 1})
 	if !errors.Is(err, objstore.ErrTooSlow) {

@@ -417,6 +417,8 @@ type DownloadOptions struct {
 	// Size is the object's expected size (from gload.index or a journal); 0: unknown, the size the store
 	// states is expected. An object stated or sent larger fails with ErrTooLarge after at most Size+1 bytes.
 	Size int64
+	// Perm is the mode of the downloaded file; 0: 0644. Caches and stages use 0600.
+	Perm os.FileMode
 }
 
 // Download copies object name to dst: it writes dst's directory's temporary file, checks it is whole and passes
@@ -469,7 +471,11 @@ func (s *Store) downloadOnce(ctx context.Context, name, dst string, opts Downloa
 	if err != nil {
 		return 0, err
 	}
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	perm := opts.Perm
+	if perm == 0 {
+		perm = 0o644
+	}
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
 	if err != nil {
 		return 0, fmt.Errorf("download s3://%s/%s: %w", s.url.Bucket, s.url.Key(name), err)
 	}
@@ -508,6 +514,9 @@ func (s *Store) downloadOnce(ctx context.Context, name, dst string, opts Downloa
 	}
 	if n != want {
 		return cleanup(fmt.Errorf("get %s: %w: %d of %d bytes arrived", where, ErrVerify, n, want))
+	}
+	if err := f.Chmod(perm); err != nil { // whatever the umask
+		return cleanup(fmt.Errorf("download %s: %w", dst, err))
 	}
 	if err := f.Sync(); err != nil {
 		return cleanup(fmt.Errorf("download %s: %w", dst, err))

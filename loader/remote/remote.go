@@ -37,8 +37,13 @@ type Meta struct {
 
 // FetchMeta downloads the metadata of the dataset at st into dir (each file through a temporary name; the index
 // written last) and decodes the index. A dataset in the bucket with no gload.index gives ErrIncomplete, naming it.
+// dir is made 0700 and the files 0600: it is meant for a cache.
 func FetchMeta(ctx context.Context, st *objstore.Store, dir string) (*Meta, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return fetchMeta(ctx, st, dir, 0o600)
+}
+
+func fetchMeta(ctx context.Context, st *objstore.Store, dir string, perm os.FileMode) (*Meta, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
 	ixb, err := st.ReadSmall(ctx, dataset.IndexFile, maxMetaBytes)
@@ -61,12 +66,12 @@ func FetchMeta(ctx context.Context, st *objstore.Store, dir string) (*Meta, erro
 		if err != nil {
 			return nil, err
 		}
-		if err := writeAtomic(filepath.Join(dir, name), b); err != nil {
+		if err := writeAtomic(filepath.Join(dir, name), b, perm); err != nil {
 			return nil, err
 		}
 	}
 	// The index goes last: a directory holding gload.index has all its metadata.
-	if err := writeAtomic(filepath.Join(dir, dataset.IndexFile), ixb); err != nil {
+	if err := writeAtomic(filepath.Join(dir, dataset.IndexFile), ixb, perm); err != nil {
 		return nil, err
 	}
 	return &Meta{URL: st.URL(), Dir: dir, Index: ix, Shards: ix.Shards}, nil
@@ -109,7 +114,7 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 	}
 	// The index is fetched into a side directory first and moved into dst last.
 	side := filepath.Join(dst, ".gload-sync")
-	meta, err := FetchMeta(ctx, st, side)
+	meta, err := fetchMeta(ctx, st, side, 0o644) // a dataset directory of the user's: the usual modes
 	if err != nil {
 		return nil, err
 	}
@@ -204,18 +209,19 @@ func uploadMeta(ctx context.Context, dir string, st *objstore.Store) error {
 	return nil
 }
 
-// writeAtomic writes path through a fresh temporary file (O_EXCL, a random name, mode 0600: nothing planted in the
-// directory is followed or reused), fsync and rename.
-func writeAtomic(path string, b []byte) error {
+// writeAtomic writes path with mode perm through a fresh temporary file (O_EXCL, a random name: nothing planted
+// in the directory is followed or reused), fsync and rename.
+func writeAtomic(path string, b []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("remote: %w", err)
 	}
 	tmp := f.Name()
+	merr := f.Chmod(perm)
 	_, werr := f.Write(b)
 	serr := f.Sync()
 	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
+	if err := errors.Join(merr, werr, serr, cerr); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("remote: write %s: %w", path, err)
 	}

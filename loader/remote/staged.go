@@ -85,19 +85,20 @@ func NewStagedUpload(ctx context.Context, st *objstore.Store, stage string, opts
 		seen[s.Name] = true
 		paths[i] = p
 	}
-	if err := os.MkdirAll(stage, 0o755); err != nil {
+	if err := os.MkdirAll(stage, 0o700); err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
 	for i, s := range j.Shards {
 		e := dataset.ShardEntry{Name: s.Name, Size: s.Bytes, ContentHash: s.Hash}
 		if _, err := st.Download(ctx, stagedName(s), paths[i], objstore.DownloadOptions{
 			Size:   s.Bytes,
+			Perm:   0o600,
 			Verify: func(p string) error { return VerifyShard(p, e) },
 		}); err != nil {
 			return nil, fmt.Errorf("tokenize --resume from %s: %w", st.URL(), err)
 		}
 	}
-	if err := writeAtomic(filepath.Join(stage, journalFile), jb); err != nil {
+	if err := writeAtomic(filepath.Join(stage, journalFile), jb, 0o600); err != nil {
 		return nil, err
 	}
 	return u, nil

@@ -131,7 +131,7 @@ func New(src Source, shards []Shard, opts Options) (*Cache, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("shardcache: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -446,7 +446,7 @@ func (c *Cache) startFetch(e *entry) {
 		if c.opts.Verify != nil {
 			verify = func(p string) error { return c.opts.Verify(e.Name, p) }
 		}
-		n, err := c.src.Download(c.ctx, e.Name, c.Path(e.Name), objstore.DownloadOptions{Verify: verify, Size: e.Size})
+		n, err := c.src.Download(c.ctx, e.Name, c.Path(e.Name), objstore.DownloadOptions{Verify: verify, Size: e.Size, Perm: 0o600})
 		<-c.slots
 		c.finish(e, n, time.Since(t0), err)
 	}()
