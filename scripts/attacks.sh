@@ -520,6 +520,23 @@ a_shared_cache() { # item 6: another user (or a symlink) took $TMPDIR/gload-cach
 	[ -z "$bad" ] && pass "refused ($who), nothing written there; a fresh fallback is made 0700" || fail "$bad"
 }
 
+a_sync_lock() { # item 7: four syncs of one dataset into one directory at once, then another dataset into it
+	s3start || { skip "no bin/versitygw (scripts/setup.sh builds it)"; return; }
+	head -500 "$W/small.jsonl" >"$W/ds5.jsonl"; head -300 "$W/small.jsonl" >"$W/ds6.jsonl"
+	rm -rf "$W/ds5" "$W/ds6" "$W/sl"
+	tok --shard-size 1MB --out "$W/ds5" "$W/ds5.jsonl" >/dev/null 2>&1; tok --out "$W/ds6" "$W/ds6.jsonl" >/dev/null 2>&1
+	"$BIN" sync --quiet "$W/ds5" s3://hostile/sl5 >/dev/null && "$BIN" sync --quiet "$W/ds6" s3://hostile/sl6 >/dev/null || { fail "upload failed"; return; }
+	local p=() i rcs="" out rc
+	for i in 1 2 3 4; do "$BIN" sync --quiet s3://hostile/sl5 "$W/sl" >"$W/sl.$i.log" 2>&1 & p+=($!); done
+	for i in "${p[@]}"; do wait "$i"; rcs+="$? "; done
+	local same=1 f
+	for f in "$W/ds5"/*.arrow "$W/ds5/gload.index"; do cmp -s "$f" "$W/sl/$(basename "$f")" || same=0; done
+	out=$("$BIN" sync --quiet s3://hostile/sl6 "$W/sl" 2>&1); rc=$?
+	[ "$rcs" = "0 0 0 0 " ] && [ $same = 1 ] && [ $rc != 0 ] && [[ $out == *"another dataset"* ]] &&
+		pass "4 concurrent syncs all exit 0, copy identical; another dataset refused: ${out:7:90}" ||
+		fail "exits: $rcs identical=$same; other dataset rc=$rc ${out:0:80}"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -554,5 +571,6 @@ attack "held: remote bind refused" a_remote_bind
 attack "34.1 bucket journal names a path (tokenize --resume)" a_bucket_paths
 attack "34.5 oversized and stalled downloads (sync)" a_download_bounds
 attack "34.6 shared \$TMPDIR cache taken first" a_shared_cache
+attack "34.7 concurrent syncs into one directory" a_sync_lock
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

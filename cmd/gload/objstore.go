@@ -198,10 +198,14 @@ func (o *syncOptions) run(cmd *cobra.Command, src, dst string) error {
 			return err
 		}
 		var prog func(done, total int64, shard string)
+		var waiting func(string)
 		if !o.quiet {
 			prog = progressLine(cmd.ErrOrStderr())
+			waiting = func(holder string) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "waiting for the gload process that holds %s (%s)\n", dst, holder)
+			}
 		}
-		meta, err := remote.Sync(ctx, st, dst, remote.SyncOptions{Progress: prog})
+		meta, err := remote.Sync(ctx, st, dst, remote.SyncOptions{Progress: prog, Waiting: waiting})
 		if err != nil {
 			return err
 		}

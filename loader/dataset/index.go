@@ -386,5 +386,5 @@ func ShardPath(dir, name string) (string, error) {
 // reservedNames are the files of a dataset directory that are not shards.
 var reservedNames = map[string]bool{
 	IndexFile: true, StateFile: true, InfoFile: true, StampFile: true, "dataset_dict.json": true,
-	"gload.progress.json": true, "gload.lock": true, "gload.task.json": true,
+	"gload.progress.json": true, "gload.lock": true, "gload.task.json": true, "gload.sync.json": true,
 }
