@@ -537,6 +537,22 @@ a_sync_lock() { # item 7: four syncs of one dataset into one directory at once, 
 		fail "exits: $rcs identical=$same; other dataset rc=$rc ${out:0:80}"
 }
 
+a_merge_symlink() { # item 8: a part's shard replaced by a symlink (relative, absolute) to a file with the same bytes
+	rm -rf "$W/mg"; mkdir -p "$W/mg"
+	local i bad="" out rc kind shard
+	for i in 0 1; do tok --task $i/2 --out "$W/mg/p$i" "$W/small.jsonl" >/dev/null 2>&1 || { fail "tokenize --task $i/2"; return; }; done
+	shard=$(ls "$W/mg/p1"/*.arrow | head -1)
+	for kind in rel abs; do
+		mv "$shard" "$W/mg/p1/kept.arrow"
+		if [ $kind = rel ]; then ln -s kept.arrow "$shard"; else ln -s "$W/mg/p1/kept.arrow" "$shard"; fi
+		out=$("$BIN" merge --out "$W/mg/out-$kind" "$W/mg/p0" "$W/mg/p1" 2>&1); rc=$?
+		{ [ $rc != 0 ] && [[ $out == *"symbolic link"* ]] && ! complete "$W/mg/out-$kind"; } || bad+=" $kind: rc=$rc ${out:0:80};"
+		rm "$shard"; mv "$W/mg/p1/kept.arrow" "$shard"
+	done
+	out=$("$BIN" merge --out "$W/mg/out-ok" "$W/mg/p0" "$W/mg/p1" 2>&1) || bad+=" clean parts: ${out:0:80}"
+	[ -z "$bad" ] && pass "relative and absolute symlinked shards refused, nothing finalised; clean parts merge" || fail "$bad"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -572,5 +588,6 @@ attack "34.1 bucket journal names a path (tokenize --resume)" a_bucket_paths
 attack "34.5 oversized and stalled downloads (sync)" a_download_bounds
 attack "34.6 shared \$TMPDIR cache taken first" a_shared_cache
 attack "34.7 concurrent syncs into one directory" a_sync_lock
+attack "34.8 merge part with a symlinked shard" a_merge_symlink
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS
