@@ -553,6 +553,29 @@ a_merge_symlink() { # item 8: a part's shard replaced by a symlink (relative, ab
 	[ -z "$bad" ] && pass "relative and absolute symlinked shards refused, nothing finalised; clean parts merge" || fail "$bad"
 }
 
+a_resume_finished() { # item 12: a journal edited to say finished (and one also moved to the end of the input)
+	local kind out rc bad="" p
+	for kind in finished at-end; do
+		rm -rf "$W/fin.out"
+		"$BIN" tokenize --quiet --tokenizer "$TOK" --workers 1 --shard-size 1MB --out "$W/fin.out" "$W/big.jsonl" >/dev/null 2>&1 &
+		p=$!
+		for _ in $(seq 200); do [ -f "$W/fin.out/shard-00001.arrow" ] && break; sleep 0.05; done
+		kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+		[ -f "$W/fin.out/gload.progress.json" ] || { bad+=" $kind: no journal to edit;"; continue; }
+		"$PY" -c "
+import json,sys
+p='$W/fin.out/gload.progress.json'; j=json.load(open(p)); j['finished']=True
+if '$kind'=='at-end': j['next']={'File':1,'Record':0}
+json.dump(j,open(p,'w'))"
+		out=$(tok --workers 1 --shard-size 1MB --resume --out "$W/fin.out" "$W/big.jsonl" 2>&1); rc=$?
+		case $kind in
+		finished) [ $rc = 0 ] && [[ $out == *"60000 read, 60000 rows written"* ]] || bad+=" finished: rc=$rc $(grep -o 'documents.*' <<<"$out");" ;;
+		at-end) [ $rc != 0 ] && [[ $out == *"does not balance"* ]] && ! complete "$W/fin.out" || bad+=" at-end: rc=$rc ${out:0:80};" ;;
+		esac
+	done
+	[ -z "$bad" ] && pass "'finished' edited in: the run resumes and writes all 60000; also at the end: refused, the input holds more records" || fail "$bad"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -589,5 +612,6 @@ attack "34.5 oversized and stalled downloads (sync)" a_download_bounds
 attack "34.6 shared \$TMPDIR cache taken first" a_shared_cache
 attack "34.7 concurrent syncs into one directory" a_sync_lock
 attack "34.8 merge part with a symlinked shard" a_merge_symlink
+attack "34.12 journal edited to say finished" a_resume_finished
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

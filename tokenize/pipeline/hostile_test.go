@@ -77,3 +77,46 @@ func TestResumeRefusesHostileJournalNames(t *testing.T) {
 		})
 	}
 }
+
+// A journal edited to say "finished" after two shards does not finalize a partial dataset: --resume sees the
+// input goes on and completes the run, byte-identical to an uninterrupted one; a journal that also moves its
+// position to the end of the input is refused, its count not matching the input's (issue 34 item 12).
+func TestResumeDoesNotTrustFinished(t *testing.T) {
+	tok := loadTok(t)
+	dir := t.TempDir()
+	in, _ := writeCorpus(t, dir, 800)
+	base := Options{Inputs: []string{in}, Engine: tok, Workers: 2, ShardSize: 15000}
+	ref := base
+	ref.Out = filepath.Join(dir, "ref")
+	run(t, ref)
+
+	t.Run("finished", func(t *testing.T) {
+		o := base
+		o.Out = filepath.Join(dir, "finished")
+		interrupted(t, o)
+		editJournal(t, o.Out, func(j map[string]any) { j["finished"] = true })
+		o.Resume = true
+		s := run(t, o)
+		if s.Stats.Documents != 800 {
+			t.Errorf("resumed run accounts for %d of 800 documents", s.Stats.Documents)
+		}
+		sameDirs(t, ref.Out, o.Out)
+	})
+	t.Run("finished_at_end", func(t *testing.T) {
+		o := base
+		o.Out = filepath.Join(dir, "at-end")
+		interrupted(t, o)
+		editJournal(t, o.Out, func(j map[string]any) {
+			j["finished"] = true
+			j["next"] = map[string]any{"File": 1, "Record": 0}
+		})
+		o.Resume = true
+		_, err := Run(context.Background(), o)
+		if err == nil || !strings.Contains(err.Error(), "the input holds 800 records") {
+			t.Fatalf("resume of a journal claiming the end: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(o.Out, "state.json")); err == nil {
+			t.Fatal("a partial dataset was finalized")
+		}
+	})
+}

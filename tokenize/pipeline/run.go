@@ -175,8 +175,20 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		task.Writer, st.task = st.wopts, task
 	}
 	sum := Summary{Out: opts.Out, Resumed: st.resumed}
+	if st.resumed {
+		// The journal's "finished" is a claim, not a proof: finished is what the input and the counts show.
+		done, err := proveFinished(plan, &st.j)
+		if err != nil {
+			return sum, err
+		}
+		if st.j.Finished && !done {
+			log.Warn("the journal says finished, but the input goes on after its position: resuming the run",
+				"journal", st.journalPath(), "next_file", st.j.Next.File, "next_record", st.j.Next.Record)
+		}
+		st.j.Finished = done
+	}
 	if st.j.Finished {
-		// Every record was written before the interruption; only finalizing remains.
+		// Every record was written before the interruption (proven above); only finalizing remains.
 		if err := finalize(&opts, st); err != nil {
 			return sum, err
 		}
