@@ -576,6 +576,35 @@ json.dump(j,open(p,'w'))"
 	[ -z "$bad" ] && pass "'finished' edited in: the run resumes and writes all 60000; also at the end: refused, the input holds more records" || fail "$bad"
 }
 
+a_kill_load() { # item 15: kill -9 at random moments under CPU load: state.json means complete, byte for byte
+	rm -rf "$W/kl.ref"
+	tok --workers 2 --shard-size 1MB --out "$W/kl.ref" "$W/big.jsonl" >/dev/null 2>&1
+	local load=() trial p bad="" out f past=0 inside=0
+	for _ in 1 2 3 4; do (while :; do :; done) & load+=($!); done
+	for trial in 1 2 3 4; do
+		out=$W/kl.$trial; rm -rf "$out"
+		"$BIN" tokenize --quiet --tokenizer "$TOK" --workers 2 --shard-size 1MB --out "$out" "$W/big.jsonl" >/dev/null 2>&1 &
+		p=$!
+		sleep "$(awk -v r=$RANDOM 'BEGIN{printf "%.2f", 0.3 + r % 400 / 100}')"
+		kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+		if [ -f "$out/state.json" ]; then
+			[ -f "$out/gload.progress.json" ] && past=$((past + 1))
+			for f in "$W/kl.ref"/*.arrow "$W/kl.ref"/*.json "$W/kl.ref/gload.index"; do
+				cmp -s "$f" "$out/$(basename "$f")" || { bad+=" trial $trial: state.json but $(basename "$f") differs;"; break; }
+			done
+		elif [ -f "$out/gload.index" ]; then inside=$((inside + 1)); fi
+		[ -f "$out/state.json" ] && [ ! -f "$out/gload.progress.json" ] && continue
+		tok --workers 2 --shard-size 1MB --resume --out "$out" "$W/big.jsonl" >/dev/null 2>&1 ||
+			tok --workers 2 --shard-size 1MB --out "$out" "$W/big.jsonl" >/dev/null 2>&1
+		for f in "$W/kl.ref"/*.arrow "$W/kl.ref"/*.json "$W/kl.ref/gload.index"; do
+			cmp -s "$f" "$out/$(basename "$f")" || { bad+=" trial $trial: resumed $(basename "$f") differs;"; break; }
+		done
+		[ -f "$out/gload.progress.json" ] && bad+=" trial $trial: journal left after --resume;"
+	done
+	kill "${load[@]}" 2>/dev/null; wait "${load[@]}" 2>/dev/null
+	[ -z "$bad" ] && pass "4 kills under 4 busy loops: state.json always meant complete ($past past the commit point with a journal, $inside inside finalisation); every resume byte-identical" || fail "$bad"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -613,5 +642,6 @@ attack "34.6 shared \$TMPDIR cache taken first" a_shared_cache
 attack "34.7 concurrent syncs into one directory" a_sync_lock
 attack "34.8 merge part with a symlinked shard" a_merge_symlink
 attack "34.12 journal edited to say finished" a_resume_finished
+attack "34.15 kill -9 under CPU load" a_kill_load
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

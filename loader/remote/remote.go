@@ -157,8 +157,12 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 		meta.Dir = dst
 		return meta, nil
 	}
-	if err := os.Remove(filepath.Join(dst, dataset.IndexFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remote: %w", err)
+	// The commit point (state.json, loader/dataset/doc.go) and the index go first: from here on dst does not look
+	// complete until every shard is verified.
+	for _, name := range []string{dataset.StateFile, dataset.IndexFile} {
+		if err := os.Remove(filepath.Join(dst, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remote: %w", err)
+		}
 	}
 	var total, done int64
 	for _, e := range meta.Shards {
@@ -191,16 +195,20 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 		}
 		done += e.Size
 	}
-	for _, name := range append(append([]string{}, metaFiles...), dataset.IndexFile) {
+	// In a local directory the order is Finalize's: dataset_info.json, gload.index and the stamp, state.json last.
+	for _, name := range []string{dataset.InfoFile, dataset.IndexFile} {
 		if err := os.Rename(filepath.Join(side, name), filepath.Join(dst, name)); err != nil {
 			return nil, fmt.Errorf("remote: %w", err)
 		}
 	}
-	if err := os.Remove(side); err != nil {
-		return nil, fmt.Errorf("remote: %w", err)
-	}
 	// Every shard was just verified against its content hash: vouch for them, so opening needs no second hashing.
 	if err := dataset.WriteStamp(dst, meta.Index); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	if err := os.Rename(filepath.Join(side, dataset.StateFile), filepath.Join(dst, dataset.StateFile)); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	if err := os.Remove(side); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
 	meta.Dir = dst
@@ -282,6 +290,9 @@ func alreadySynced(dst, side string, meta *Meta) (bool, error) {
 // size, so a killed upload continues), then the Hugging Face metadata, then gload.index last.
 func Upload(ctx context.Context, dir string, st *objstore.Store) error {
 	ix, err := dataset.ReadIndex(dir)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, dataset.StateFile)) // the commit point of a local dataset
+	}
 	if err != nil {
 		return fmt.Errorf("remote: upload %s: %w (only complete gload datasets are uploaded)", dir, err)
 	}

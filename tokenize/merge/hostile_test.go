@@ -40,7 +40,7 @@ func TestMergeRefusesSymlinkedShard(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "symbolic link") || !strings.Contains(err.Error(), ix.Shards[0].Name) {
 				t.Fatalf("merge over a symlinked shard: %v", err)
 			}
-			for _, f := range []string{dataset.IndexFile, dataset.StampFile} {
+			for _, f := range []string{dataset.StateFile, dataset.IndexFile, dataset.StampFile} {
 				if _, err := os.Stat(filepath.Join(out, f)); err == nil {
 					t.Errorf("refused merge left %s", f)
 				}
@@ -82,6 +82,9 @@ func TestMergeNeverStampsUnhashedBytes(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(out, dataset.StampFile)); err == nil {
 				t.Error("a stamp vouches for bytes that were not hashed")
+			}
+			if _, err := os.Stat(filepath.Join(out, dataset.StateFile)); err == nil {
+				t.Error("the refused merge left state.json: the directory looks complete")
 			}
 		})
 		parts = runTasks(t, o, filepath.Join(t.TempDir(), "b"), 2) // the parts' shard was changed too

@@ -6,8 +6,9 @@
 // It refuses, naming the parts, anything that would not give that dataset: parts of other inputs, tokenizers or
 // flags, a task given twice or missing, N changed between tasks, an unfinished part, a part whose shard changed
 // after it was written, an output directory that exists (without Overwrite). It touches only the output
-// directory; the parts stay valid (their shards are linked, not moved). A merge killed midway leaves no gload.index
-// in the output, so the directory never looks complete; run it again with Overwrite.
+// directory; the parts stay valid (their shards are linked, not moved). A merge killed midway leaves no state.json
+// (the dataset's commit point, written last by dataset.Finalize) in the output, so the directory never looks
+// complete; run it again with Overwrite.
 package merge
 
 import (
@@ -111,7 +112,8 @@ func Merge(out string, dirs []string, opts Options) (Summary, error) {
 		if err != nil || !sameStat(fi, ls.stat) {
 			return Summary{}, errors.Join(
 				fmt.Errorf("merge: shard %s changed while the merge ran (after it was hashed); nothing was stamped: run the merge again", ls.path),
-				removeQuiet(filepath.Join(out, dataset.IndexFile)), removeQuiet(filepath.Join(out, dataset.StampFile)))
+				removeQuiet(filepath.Join(out, dataset.StateFile)), removeQuiet(filepath.Join(out, dataset.IndexFile)),
+				removeQuiet(filepath.Join(out, dataset.StampFile)))
 		}
 	}
 	ix, err := dataset.ReadIndex(out)
@@ -307,8 +309,8 @@ func prepareOut(out string, overwrite bool) error {
 			return fmt.Errorf("merge: --overwrite: %s holds %s, which gload did not write; refusing to empty it", out, n)
 		}
 	}
-	// The index first: from here on the directory does not look complete.
-	for _, n := range append([]string{dataset.IndexFile}, names(ents)...) {
+	// The commit point (state.json) and the index first: from here on the directory does not look complete.
+	for _, n := range append([]string{dataset.StateFile, dataset.IndexFile}, names(ents)...) {
 		if err := os.Remove(filepath.Join(out, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("merge: --overwrite: %w", err)
 		}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gload/gload/internal/safename"
+	"github.com/gload/gload/loader/dataset"
 )
 
 // interrupted runs a tokenize into out and cancels it after two shards, leaving a journal.
@@ -119,4 +121,47 @@ func TestResumeDoesNotTrustFinished(t *testing.T) {
 			t.Fatal("a partial dataset was finalized")
 		}
 	})
+}
+
+// A crash after the commit point (state.json written) but before the journal is removed leaves a complete dataset,
+// byte-identical to an uninterrupted run's, that opens; --resume then succeeds and removes the journal (issue 34
+// item 15).
+func TestCrashAfterCommitPoint(t *testing.T) {
+	tok := loadTok(t)
+	dir := t.TempDir()
+	in, _ := writeCorpus(t, dir, 800)
+	base := Options{Inputs: []string{in}, Engine: tok, Workers: 2, ShardSize: 15000}
+	ref := base
+	ref.Out = filepath.Join(dir, "ref")
+	run(t, ref)
+
+	o := base
+	o.Out = filepath.Join(dir, "crashed")
+	crash := errors.New("simulated crash after state.json")
+	testHookFinalized = func() error { return crash }
+	_, err := Run(context.Background(), o)
+	testHookFinalized = nil
+	if !errors.Is(err, crash) {
+		t.Fatalf("run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(o.Out, journalName)); err != nil {
+		t.Fatalf("the journal: %v", err)
+	}
+	ds, err := dataset.Open(o.Out, dataset.OpenOptions{})
+	if err != nil {
+		t.Fatalf("a directory past its commit point does not open: %v", err)
+	}
+	if ds.Len() != 800 {
+		t.Errorf("%d rows", ds.Len())
+	}
+	ds.Close()
+	got, want := dirBytes(t, o.Out), dirBytes(t, ref.Out)
+	for name, b := range want {
+		if !bytes.Equal(b, got[name]) {
+			t.Fatalf("%s differs from the uninterrupted run before --resume", name)
+		}
+	}
+	o.Resume = true
+	run(t, o)
+	sameDirs(t, ref.Out, o.Out)
 }
