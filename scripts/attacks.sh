@@ -605,6 +605,27 @@ a_kill_load() { # item 15: kill -9 at random moments under CPU load: state.json 
 	[ -z "$bad" ] && pass "4 kills under 4 busy loops: state.json always meant complete ($past past the commit point with a journal, $inside inside finalisation); every resume byte-identical" || fail "$bad"
 }
 
+a_meta_bounds() { # beyond item 1: a dataset directory's metadata as /dev/zero, a FIFO, 100 MB of JSON
+	local kind out rc out2 rc2 bad=""
+	for kind in zero fifo huge; do
+		rm -rf "$W/hm"; cp -r "$W/ds" "$W/hm"; rm -f "$W/hm/state.json"
+		case $kind in
+		zero) ln -s /dev/zero "$W/hm/state.json" ;;
+		fifo) mkfifo "$W/hm/state.json" ;;
+		huge) head -c 100000000 /dev/zero | tr '\0' ' ' >"$W/hm/state.json" ;;
+		esac
+		out=$(timeout 60 "$BIN" tokenize --quiet --tokenizer "$TOK" --text-field input_ids --out "$W/hm.out" "$W/hm" 2>&1); rc=$?
+		out2=$(timeout 60 "$BIN" serve --no-gpu-watch --dataset x="$W/hm" --listen "unix://$W/hm.sock" 2>&1); rc2=$?
+		# tokenize: a state.json that is not a regular file makes the directory not a save_to_disk one (its .arrow
+		# files are then plain Arrow inputs); a huge one is refused naming it. Either way: no hang, no panic.
+		{ [ $rc != 124 ] && [[ $out != *panic* ]] && { [ $kind != huge ] || [[ $out == *state.json* ]]; } &&
+			[ $rc2 != 0 ] && [ $rc2 != 124 ] && [[ $out2 == *state.json* ]]; } ||
+			bad+=" $kind: tokenize rc=$rc ${out:0:60} / serve rc=$rc2 ${out2:0:60};"
+		rm -rf "$W/hm.out"
+	done
+	[ -z "$bad" ] && pass "state.json as /dev/zero, a FIFO, 100 MB: serve refuses at once naming it; tokenize neither hangs nor reads it whole" || fail "$bad"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -643,5 +664,6 @@ attack "34.7 concurrent syncs into one directory" a_sync_lock
 attack "34.8 merge part with a symlinked shard" a_merge_symlink
 attack "34.12 journal edited to say finished" a_resume_finished
 attack "34.15 kill -9 under CPU load" a_kill_load
+attack "34.1+ dataset metadata: /dev/zero, FIFO, 100 MB" a_meta_bounds
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

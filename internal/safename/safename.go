@@ -17,6 +17,7 @@ package safename
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,34 @@ const MaxLen = 255
 var (
 	ErrBadName    = errors.New("safename: not a plain file name")
 	ErrNotRegular = errors.New("safename: not a regular file")
+	ErrTooLarge   = errors.New("safename: file larger than its limit")
 )
+
+// MaxMetaBytes bounds the JSON metadata files of a dataset directory that gload reads whole (state.json,
+// dataset_info.json, the freshness stamp, a task record): real ones are kilobytes.
+const MaxMetaBytes = 64 << 20
+
+// ReadFile reads a whole regular file of at most limit bytes, opened without following a symbolic link or
+// blocking on a FIFO. A larger file is an error wrapping ErrTooLarge that names it and the limit; nothing past
+// limit+1 bytes is read.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, fi, err := OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%w: %s is %d bytes (at most %d)", ErrTooLarge, path, fi.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: %s grew past %d bytes while read", ErrTooLarge, path, limit)
+	}
+	return b, nil
+}
 
 // Check returns nil when name is a plain base name that is safe to join to a directory, and otherwise an error
 // wrapping ErrBadName that quotes the name (escaped) and says why.

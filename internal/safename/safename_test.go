@@ -90,3 +90,29 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+func TestReadFileBounded(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	os.WriteFile(small, []byte("{}"), 0o600)
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, 1001), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadFile(small, 1000); err != nil || string(b) != "{}" {
+		t.Fatalf("ReadFile(small) = %q, %v", b, err)
+	}
+	if _, err := ReadFile(big, 1000); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), big) {
+		t.Fatalf("ReadFile(big) = %v, want ErrTooLarge naming it", err)
+	}
+	os.Symlink("/dev/zero", filepath.Join(dir, "zero"))
+	syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600)
+	for _, n := range []string{"zero", "fifo"} { // neither blocks nor reads forever
+		if _, err := ReadFile(filepath.Join(dir, n), 1000); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("ReadFile(%s) = %v, want ErrNotRegular", n, err)
+		}
+	}
+	if _, err := ReadFile("/dev/zero", 1000); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("ReadFile(/dev/zero) = %v", err)
+	}
+}

@@ -162,7 +162,7 @@ func (st *stamp) proves(crc uint32, name string, fs fileStat) bool {
 }
 
 func readStamp(path string) *stamp {
-	b, err := os.ReadFile(path)
+	b, err := safename.ReadFile(path, safename.MaxMetaBytes)
 	if err != nil {
 		return nil
 	}

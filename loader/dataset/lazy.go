@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -89,7 +88,7 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 // "feature", and "Sequence").
 func readFeatures(dir string) (cols []string, idsType, labelsType string, err error) {
 	path := filepath.Join(dir, InfoFile)
-	b, err := os.ReadFile(path)
+	b, err := safename.ReadFile(path, safename.MaxMetaBytes)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("open dataset %s: %w", dir, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gload/gload/internal/safename"
@@ -62,5 +64,48 @@ func TestOpenRefusesSymlinkedShard(t *testing.T) {
 	}
 	if _, _, err := FileDigest(filepath.Join(dir, name)); !errors.Is(err, safename.ErrNotRegular) {
 		t.Errorf("FileDigest: %v, want ErrNotRegular", err)
+	}
+}
+
+// The metadata a dataset directory hands the reader is bounded and never a device, FIFO or link: a 100 MB
+// state.json, a state.json that is /dev/zero, a FIFO as dataset_info.json each fail at open, naming the file,
+// without hanging or reading them whole.
+func TestOpenRefusesHostileMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string
+		make func(path string) error
+	}{
+		{"huge state.json", StateFile, func(p string) error { return os.WriteFile(p, make([]byte, safename.MaxMetaBytes+1), 0o644) }},
+		{"state.json is /dev/zero", StateFile, func(p string) error { return os.Symlink("/dev/zero", p) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeDataset(t, dir, genRows(20, 0, 10, 1), WriterOptions{}, 10)
+			p := filepath.Join(dir, tc.file)
+			os.Remove(p)
+			if err := tc.make(p); err != nil {
+				t.Fatal(err)
+			}
+			ds, err := Open(dir, OpenOptions{})
+			if err == nil {
+				ds.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), tc.file) {
+				t.Errorf("error does not name %s: %v", tc.file, err)
+			}
+		})
+	}
+	// dataset_info.json (read for the special tokens) as a FIFO: an error, not a hang.
+	dir := t.TempDir()
+	writeDataset(t, dir, genRows(20, 0, 10, 1), WriterOptions{}, 10)
+	p := filepath.Join(dir, InfoFile)
+	os.Remove(p)
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSpecialTokens(dir); !errors.Is(err, safename.ErrNotRegular) {
+		t.Errorf("ReadSpecialTokens with a FIFO: %v", err)
 	}
 }

@@ -227,7 +227,7 @@ func (l indexLocation) save(d *Dataset, rebuilt bool, log *slog.Logger) {
 // readState returns the data file names listed in dir/state.json.
 func readState(dir string) ([]string, error) {
 	path := filepath.Join(dir, StateFile)
-	b, err := os.ReadFile(path)
+	b, err := safename.ReadFile(path, safename.MaxMetaBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		if _, derr := os.Stat(filepath.Join(dir, "dataset_dict.json")); derr == nil {
 			return nil, fmt.Errorf("open dataset %s: %w: it is a DatasetDict, open one of its splits", dir, ErrNotDataset)

@@ -372,7 +372,7 @@ type hfState struct {
 // hfDir adds the shards of a save_to_disk directory in state.json order.
 func (pl *planner) hfDir(d string) {
 	statePath := filepath.Join(d, "state.json")
-	raw, err := os.ReadFile(statePath)
+	raw, err := safename.ReadFile(statePath, safename.MaxMetaBytes)
 	if err != nil {
 		pl.statProblem(statePath, err)
 		return

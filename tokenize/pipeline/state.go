@@ -19,6 +19,10 @@ import (
 // journalName is the resume journal: present only while a run is unfinished.
 const journalName = "gload.progress.json"
 
+// maxJournalBytes bounds the journal read by --resume: it lists every shard with its per-row lengths, so it grows
+// with the dataset (about 5 bytes a row); a gload.index of the same dataset is smaller.
+const maxJournalBytes = 4 << 30
+
 // journalVersion 3: shard content hashes are SHA-256 (2: Stats.Written; 1 held CRC-64s).
 const journalVersion = 3
 
@@ -115,7 +119,7 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 	case len(entries) == 0:
 		// Nothing completed yet (a run killed at its very start, or a new directory): --resume starts afresh.
 	case o.Resume:
-		data, err := os.ReadFile(st.journalPath())
+		data, err := safename.ReadFile(st.journalPath(), maxJournalBytes)
 		if errors.Is(err, os.ErrNotExist) {
 			if _, serr := os.Stat(filepath.Join(o.Out, "state.json")); serr == nil {
 				return nil, fmt.Errorf("tokenize: --resume: %s is already a complete dataset", o.Out)
