@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gload/gload/internal/privdir"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/gpuwatch"
 	"github.com/gload/gload/loader/objstore"
@@ -42,7 +44,7 @@ func (c RemoteConfig) cacheRoot() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "gload", "cache")
 	}
-	return filepath.Join(os.TempDir(), "gload-cache")
+	return filepath.Join(privdir.TempRoot("gload-cache"), "cache")
 }
 
 // openRemoteDataset opens the dataset at rawURL: it downloads the metadata (the plan needs nothing else), indexes a
@@ -59,7 +61,18 @@ func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
 	}
-	dir := remote.CacheDir(s.cfg.Remote.cacheRoot(), u)
+	root := s.cfg.Remote.cacheRoot()
+	if s.cfg.Remote.CacheDir == "" {
+		// The default root may be under a shared $TMPDIR: it must be this user's, 0700, nobody else's.
+		for _, d := range []string{filepath.Dir(root), root} {
+			if err := privdir.Ensure(d); err != nil {
+				return nil, fmt.Errorf("%w: dataset %s: cache: %w", ErrDataset, name, err)
+			}
+		}
+	} else if err := os.MkdirAll(root, 0o700); err != nil { // a directory the user chose: made private, not judged
+		return nil, fmt.Errorf("%w: dataset %s: cache: %w", ErrDataset, name, err)
+	}
+	dir := remote.CacheDir(root, u)
 	meta, err := remote.FetchMeta(ctx, st, dir)
 	if errors.Is(err, remote.ErrIncomplete) {
 		s.log.Info("dataset has no gload.index: indexing it once into the cache", "dataset", name, "url", u.String())
@@ -114,11 +127,11 @@ func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
 // indexRemote downloads a dataset without gload.index (one Hugging Face wrote, say) into the cache whole, builds
 // its index there, and returns its metadata; afterwards the cache bound applies as for any other dataset.
 func (s *Server) indexRemote(ctx context.Context, st *objstore.Store, dir string) (*remote.Meta, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	for _, name := range []string{dataset.InfoFile, dataset.StateFile} {
-		if _, err := st.Download(ctx, name, filepath.Join(dir, name), objstore.DownloadOptions{}); err != nil {
+		if _, err := st.Download(ctx, name, filepath.Join(dir, name), objstore.DownloadOptions{Perm: 0o600}); err != nil {
 			return nil, err
 		}
 	}
@@ -127,13 +140,20 @@ func (s *Server) indexRemote(ctx context.Context, st *objstore.Store, dir string
 		return nil, err
 	}
 	for _, o := range objs {
-		if filepath.Ext(o.Name) != ".arrow" || filepath.Dir(o.Name) != "." {
+		if filepath.Ext(o.Name) != ".arrow" || strings.Contains(o.Name, "/") {
 			continue
 		}
-		if fi, err := os.Stat(filepath.Join(dir, o.Name)); err == nil && fi.Size() == o.Size {
+		// A listed name is data too: only plain base names are fetched (a key such as "..arrow", ".x.arrow" or
+		// one with control characters is skipped, named in the log).
+		path, err := dataset.ShardPath(dir, o.Name)
+		if err != nil {
+			s.log.Warn("object storage listing: object skipped", "url", st.URL().String(), "err", err)
 			continue
 		}
-		if _, err := st.Download(ctx, o.Name, filepath.Join(dir, o.Name), objstore.DownloadOptions{}); err != nil {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() == o.Size {
+			continue
+		}
+		if _, err := st.Download(ctx, o.Name, path, objstore.DownloadOptions{Perm: 0o600}); err != nil {
 			return nil, err
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,8 @@ import (
 	"github.com/gload/gload/loader/shardcache"
 	"github.com/gload/gload/loader/shm"
 	"github.com/gload/gload/proto/gloadpb"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // Server is the gload batch service. Build it with NewServer, run it with
@@ -188,8 +189,11 @@ func (s *Server) openDataset(name, dir string) (*served, error) {
 	}
 	shards := ds.Shards()
 	for _, sh := range shards {
-		path := filepath.Join(dir, sh.Name)
-		fi, err := os.Stat(path)
+		path, err := safename.Join(dir, sh.Name)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err), ds.Close())
+		}
+		fi, err := safename.LstatRegular(path)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("%w: dataset %s: stat shard %s: %w", ErrDataset, name, path, err), ds.Close())
 		}

@@ -6,7 +6,10 @@
 #   scripts/attacks.sh            # every attack, about 3-4 minutes on a 2-core machine
 #   scripts/attacks.sh tiny redos # only attacks whose name contains one of the words
 #
-# Needs: go (builds bin/gload), .venv (python with pyarrow, numpy, grpcio: the Python client), ../shared/repro.
+# Needs: go (builds bin/gload), .venv (python with pyarrow, numpy, grpcio: the Python client), ../shared/repro;
+# the issue-34 object-storage attacks (34.1, 34.6, 34.7) need bin/versitygw (scripts/setup.sh) and SKIP without
+# it; 34.6 makes a second local user (useradd gload-test-other) when run as root. The 34.x attacks add about
+# 2 minutes.
 # Not run by CI (CI has a regression test for every item); it is the end-to-end check of the fixed behaviour.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -646,6 +649,205 @@ a_sigterm_startup() { # 34.14: SIGTERM while a start-up step blocks (a FIFO as -
 		{ kill -9 $p 2>/dev/null; fail "still running 10 s after SIGTERM"; }
 }
 
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 34: hostile buckets, journals and dataset files
+# ---------------------------------------------------------------------------------------------------------------
+S3PID=""
+s3start() { # a versitygw (bin/versitygw) on loopback with bucket "hostile"; sets the AWS environment. 1: none.
+	[ -n "$S3PID" ] && return 0
+	local gw=${GLOAD_S3_SERVER:-$ROOT/bin/versitygw}
+	[ -x "$gw" ] || return 1
+	mkdir -p "$W/s3/hostile"
+	S3PORT=$((20000 + RANDOM % 20000))
+	"$gw" --access attacks --secret attacks-secret --region us-east-1 --port 127.0.0.1:$S3PORT --quiet posix "$W/s3" >"$W/s3.log" 2>&1 &
+	S3PID=$!; PIDS+=("$S3PID")
+	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$S3PORT) 2>/dev/null && break; sleep 0.1; done
+	export AWS_ENDPOINT_URL=http://127.0.0.1:$S3PORT AWS_ACCESS_KEY_ID=attacks AWS_SECRET_ACCESS_KEY=attacks-secret AWS_REGION=us-east-1
+	export AWS_SHARED_CREDENTIALS_FILE=$W/none AWS_CONFIG_FILE=$W/none
+	return 0
+}
+# bucket_journal PREFIX NAME PAYLOAD: a gload.progress.json at s3://hostile/PREFIX listing one shard NAME whose
+# staged upload (.gload-upload/<sha256>-<size>.arrow) holds PAYLOAD, written straight into versitygw's backend.
+bucket_journal() {
+	local d=$W/s3/hostile/$1 sum size
+	mkdir -p "$d/.gload-upload"
+	printf '%s' "$3" >"$W/payload"
+	sum=$(sha256sum "$W/payload" | cut -d' ' -f1); size=$(stat -c %s "$W/payload")
+	cp "$W/payload" "$d/.gload-upload/$sum-$size.arrow"
+	"$PY" -c "import json,sys; print(json.dumps({'version':3,'shards':[{'Name':sys.argv[1],'Bytes':$size,'Hash':'$sum'}]}))" "$2" >"$d/gload.progress.json"
+}
+a_bucket_paths() { # item 1: a bucket's journal names where --resume writes
+	s3start || { skip "no bin/versitygw (scripts/setup.sh builds it)"; return; }
+	local n=0 bad="" name out
+	for name in "../../victim.txt" "../../../../../../../../../../tmp/gload-attack-$$.txt" "/abs-victim.txt" "a/b.arrow" \
+		".." "." ".hidden.arrow" "gload.index" "x.arrow.tmp" $'x\n.arrow'; do
+		n=$((n + 1))
+		bucket_journal "p$n" "$name" "PWNED-$n"
+		mkdir -p "$W/bp$n/home/stage"
+		out=$(HOME=$W/bp$n/home timeout 60 "$BIN" tokenize --quiet --tokenizer "$TOK" --stage "$W/bp$n/home/stage/ds" --resume \
+			--out "s3://hostile/p$n" "$W/small.jsonl" 2>&1)
+		if grep -rqs "PWNED-$n" "$W/bp$n" /tmp/gload-attack-$$.txt; then bad+=" ${name@Q}(written)"
+		elif [[ $out != *"bad file name"* ]]; then bad+=" ${name@Q}(${out:0:60})"; fi
+	done
+	rm -f /tmp/gload-attack-$$.txt
+	[ -z "$bad" ] && pass "$n hostile journal names refused before any write (../, absolute, a/b, ., .., dot-files, reserved, control chars)" || fail "$bad"
+}
+
+a_download_bounds() { # item 5: a shard sent too large, and a server that stalls, during gload sync
+	local mode out rc pid port bad="" t0 sent tm_sent=0
+	head -500 "$W/small.jsonl" >"$W/ds5.jsonl"
+	tok --out "$W/ds5" "$W/ds5.jsonl" >/dev/null 2>&1 # one shard below the 64 MiB part size: one plain GET
+	for mode in too-much stall; do
+		rm -f "$W/fs3.port" "$W/fs3.port.sent"
+		"$PY" "$ROOT/scripts/attacks/fake_s3.py" "$W/fs3.port" "$W/ds5" $mode &
+		pid=$!; PIDS+=("$pid")
+		for _ in $(seq 100); do [ -s "$W/fs3.port" ] && break; sleep 0.1; done
+		port=$(cat "$W/fs3.port")
+		t0=$SECONDS
+		out=$(AWS_ENDPOINT_URL=http://127.0.0.1:$port AWS_ACCESS_KEY_ID=a AWS_SECRET_ACCESS_KEY=b AWS_REGION=us-east-1 \
+			timeout 300 "$BIN" sync --quiet --s3-idle-timeout 2s "s3://hostile/ds" "$W/fs3.$mode" 2>&1); rc=$?
+		sent=$(cat "$W/fs3.port.sent" 2>/dev/null || echo 0)
+		kill $pid 2>/dev/null; wait $pid 2>/dev/null
+		case $mode in
+		too-much) tm_sent=$sent
+			[ $rc != 0 ] && [[ $out == *"larger than expected"* ]] && [ "$sent" -lt 1000000000 ] || bad+=" too-much: rc=$rc sent=$sent ${out:0:80};" ;;
+		stall) [ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *stalled* ]] || bad+=" stall: rc=$rc after $((SECONDS - t0)) s ${out:0:80};" ;;
+		esac
+		[ -f "$W/fs3.$mode/gload.index" ] && bad+=" $mode: gload.index written;"
+	done
+	[ -z "$bad" ] && pass "oversized shard cut off at its size+1 (server pushed ${tm_sent} B before the hang-up); a stall after 1000 B ends in 'stalled' (--s3-idle-timeout 2s, 3 attempts)" || fail "$bad"
+}
+
+a_shared_cache() { # item 6: another user (or a symlink) took $TMPDIR/gload-cache-<uid> first
+	s3start || { skip "no bin/versitygw (scripts/setup.sh builds it)"; return; }
+	local sh=$W/sharedtmp root out rc bad="" who="symlink"
+	head -500 "$W/small.jsonl" >"$W/ds5.jsonl"
+	mkdir -p "$sh" && chmod 1777 "$sh"
+	root=$sh/gload-cache-$(id -u)
+	mkdir -m 777 "$W/loot"; ln -s "$W/loot" "$root"
+	out=$(HOME= XDG_CACHE_HOME= TMPDIR=$sh tok --overwrite --out s3://hostile/priv "$W/ds5.jsonl" 2>&1); rc=$?
+	{ [ $rc != 0 ] && [[ $out == *"symbolic link"* ]] && [ -z "$(ls -A "$W/loot")" ]; } || bad+=" symlink: rc=$rc ${out:0:80};"
+	rm -f "$root"
+	if [ "$(id -u)" = 0 ] && { id -u gload-test-other >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin gload-test-other 2>/dev/null; }; then
+		who="symlink, another user's 0777 dir"
+		chmod o+x "$W" # the other user must reach the shared directory, as they reach /tmp
+		setpriv --reuid="$(id -u gload-test-other)" --regid="$(id -g gload-test-other)" --clear-groups mkdir -m 0777 "$root" ||
+			bad+=" setpriv mkdir as gload-test-other failed;"
+		out=$(HOME= XDG_CACHE_HOME= TMPDIR=$sh tok --overwrite --out s3://hostile/priv "$W/ds5.jsonl" 2>&1); rc=$?
+		{ [ $rc != 0 ] && [[ $out == *"uid $(id -u gload-test-other)"* ]] && [ -z "$(ls -A "$root")" ]; } || bad+=" other user: rc=$rc ${out:0:80};"
+		rm -rf "$root"
+	fi
+	out=$(HOME= XDG_CACHE_HOME= TMPDIR=$sh tok --overwrite --out s3://hostile/priv "$W/ds5.jsonl" 2>&1); rc=$?
+	[ $rc = 0 ] && [ "$(stat -c %a "$root")" = 700 ] || bad+=" own fallback: rc=$rc mode $(stat -c %a "$root" 2>/dev/null) ${out:0:80};"
+	[ -z "$bad" ] && pass "refused ($who), nothing written there; a fresh fallback is made 0700" || fail "$bad"
+}
+
+a_sync_lock() { # item 7: four syncs of one dataset into one directory at once, then another dataset into it
+	s3start || { skip "no bin/versitygw (scripts/setup.sh builds it)"; return; }
+	head -500 "$W/small.jsonl" >"$W/ds5.jsonl"; head -300 "$W/small.jsonl" >"$W/ds6.jsonl"
+	rm -rf "$W/ds5" "$W/ds6" "$W/sl"
+	tok --shard-size 1MB --out "$W/ds5" "$W/ds5.jsonl" >/dev/null 2>&1; tok --out "$W/ds6" "$W/ds6.jsonl" >/dev/null 2>&1
+	"$BIN" sync --quiet "$W/ds5" s3://hostile/sl5 >/dev/null && "$BIN" sync --quiet "$W/ds6" s3://hostile/sl6 >/dev/null || { fail "upload failed"; return; }
+	local p=() i rcs="" out rc
+	for i in 1 2 3 4; do "$BIN" sync --quiet s3://hostile/sl5 "$W/sl" >"$W/sl.$i.log" 2>&1 & p+=($!); done
+	for i in "${p[@]}"; do wait "$i"; rcs+="$? "; done
+	local same=1 f
+	for f in "$W/ds5"/*.arrow "$W/ds5/gload.index"; do cmp -s "$f" "$W/sl/$(basename "$f")" || same=0; done
+	out=$("$BIN" sync --quiet s3://hostile/sl6 "$W/sl" 2>&1); rc=$?
+	[ "$rcs" = "0 0 0 0 " ] && [ $same = 1 ] && [ $rc != 0 ] && [[ $out == *"another dataset"* ]] &&
+		pass "4 concurrent syncs all exit 0, copy identical; another dataset refused: ${out:58:110}" ||
+		fail "exits: $rcs identical=$same; other dataset rc=$rc ${out:0:80}"
+}
+
+a_merge_symlink() { # item 8: a part's shard replaced by a symlink (relative, absolute) to a file with the same bytes
+	rm -rf "$W/mg"; mkdir -p "$W/mg"
+	local i bad="" out rc kind shard
+	for i in 0 1; do tok --task $i/2 --out "$W/mg/p$i" "$W/small.jsonl" >/dev/null 2>&1 || { fail "tokenize --task $i/2"; return; }; done
+	shard=$(ls "$W/mg/p1"/*.arrow | head -1)
+	for kind in rel abs; do
+		mv "$shard" "$W/mg/p1/kept.arrow"
+		if [ $kind = rel ]; then ln -s kept.arrow "$shard"; else ln -s "$W/mg/p1/kept.arrow" "$shard"; fi
+		out=$("$BIN" merge --out "$W/mg/out-$kind" "$W/mg/p0" "$W/mg/p1" 2>&1); rc=$?
+		{ [ $rc != 0 ] && [[ $out == *"symbolic link"* ]] && ! complete "$W/mg/out-$kind"; } || bad+=" $kind: rc=$rc ${out:0:80};"
+		rm "$shard"; mv "$W/mg/p1/kept.arrow" "$shard"
+	done
+	out=$("$BIN" merge --out "$W/mg/out-ok" "$W/mg/p0" "$W/mg/p1" 2>&1) || bad+=" clean parts: ${out:0:80}"
+	[ -z "$bad" ] && pass "relative and absolute symlinked shards refused, nothing finalised; clean parts merge" || fail "$bad"
+}
+
+a_resume_finished() { # item 12: a journal edited to say finished (and one also moved to the end of the input)
+	local kind out rc bad="" p
+	for kind in finished at-end; do
+		rm -rf "$W/fin.out"
+		"$BIN" tokenize --quiet --tokenizer "$TOK" --workers 1 --shard-size 1MB --out "$W/fin.out" "$W/big.jsonl" >/dev/null 2>&1 &
+		p=$!
+		for _ in $(seq 200); do [ -f "$W/fin.out/shard-00001.arrow" ] && break; sleep 0.05; done
+		kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+		[ -f "$W/fin.out/gload.progress.json" ] || { bad+=" $kind: no journal to edit;"; continue; }
+		"$PY" -c "
+import json,sys
+p='$W/fin.out/gload.progress.json'; j=json.load(open(p)); j['finished']=True
+if '$kind'=='at-end': j['next']={'File':1,'Record':0}
+json.dump(j,open(p,'w'))"
+		out=$(tok --workers 1 --shard-size 1MB --resume --out "$W/fin.out" "$W/big.jsonl" 2>&1); rc=$?
+		case $kind in
+		finished) [ $rc = 0 ] && [[ $out == *"60000 read, 60000 rows written"* ]] || bad+=" finished: rc=$rc $(grep -o 'documents.*' <<<"$out");" ;;
+		at-end) [ $rc != 0 ] && [[ $out == *"does not balance"* ]] && ! complete "$W/fin.out" || bad+=" at-end: rc=$rc ${out:0:80};" ;;
+		esac
+	done
+	[ -z "$bad" ] && pass "'finished' edited in: the run resumes and writes all 60000; also at the end: refused, the input holds more records" || fail "$bad"
+}
+
+a_kill_load() { # item 15: kill -9 at random moments under CPU load: state.json means complete, byte for byte
+	rm -rf "$W/kl.ref"
+	tok --workers 2 --shard-size 1MB --out "$W/kl.ref" "$W/big.jsonl" >/dev/null 2>&1
+	local load=() trial p bad="" out f past=0 inside=0
+	for _ in 1 2 3 4; do (while :; do :; done) & load+=($!); done
+	for trial in 1 2 3 4; do
+		out=$W/kl.$trial; rm -rf "$out"
+		"$BIN" tokenize --quiet --tokenizer "$TOK" --workers 2 --shard-size 1MB --out "$out" "$W/big.jsonl" >/dev/null 2>&1 &
+		p=$!
+		sleep "$(awk -v r=$RANDOM 'BEGIN{printf "%.2f", 0.3 + r % 400 / 100}')"
+		kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+		if [ -f "$out/state.json" ]; then
+			[ -f "$out/gload.progress.json" ] && past=$((past + 1))
+			for f in "$W/kl.ref"/*.arrow "$W/kl.ref"/*.json "$W/kl.ref/gload.index"; do
+				cmp -s "$f" "$out/$(basename "$f")" || { bad+=" trial $trial: state.json but $(basename "$f") differs;"; break; }
+			done
+		elif [ -f "$out/gload.index" ]; then inside=$((inside + 1)); fi
+		[ -f "$out/state.json" ] && [ ! -f "$out/gload.progress.json" ] && continue
+		tok --workers 2 --shard-size 1MB --resume --out "$out" "$W/big.jsonl" >/dev/null 2>&1 ||
+			tok --workers 2 --shard-size 1MB --out "$out" "$W/big.jsonl" >/dev/null 2>&1
+		for f in "$W/kl.ref"/*.arrow "$W/kl.ref"/*.json "$W/kl.ref/gload.index"; do
+			cmp -s "$f" "$out/$(basename "$f")" || { bad+=" trial $trial: resumed $(basename "$f") differs;"; break; }
+		done
+		[ -f "$out/gload.progress.json" ] && bad+=" trial $trial: journal left after --resume;"
+	done
+	kill "${load[@]}" 2>/dev/null; wait "${load[@]}" 2>/dev/null
+	[ -z "$bad" ] && pass "4 kills under 4 busy loops: state.json always meant complete ($past past the commit point with a journal, $inside inside finalisation); every resume byte-identical" || fail "$bad"
+}
+
+a_meta_bounds() { # beyond item 1: a dataset directory's metadata as /dev/zero, a FIFO, 100 MB of JSON
+	local kind out rc out2 rc2 bad=""
+	for kind in zero fifo huge; do
+		rm -rf "$W/hm"; cp -r "$W/ds" "$W/hm"; rm -f "$W/hm/state.json"
+		case $kind in
+		zero) ln -s /dev/zero "$W/hm/state.json" ;;
+		fifo) mkfifo "$W/hm/state.json" ;;
+		huge) head -c 100000000 /dev/zero | tr '\0' ' ' >"$W/hm/state.json" ;;
+		esac
+		out=$(timeout 60 "$BIN" tokenize --quiet --tokenizer "$TOK" --text-field input_ids --out "$W/hm.out" "$W/hm" 2>&1); rc=$?
+		out2=$(timeout 60 "$BIN" serve --no-gpu-watch --dataset x="$W/hm" --listen "unix://$W/hm.sock" 2>&1); rc2=$?
+		# tokenize: a state.json that is not a regular file makes the directory not a save_to_disk one (its .arrow
+		# files are then plain Arrow inputs); a huge one is refused naming it. Either way: no hang, no panic.
+		{ [ $rc != 124 ] && [[ $out != *panic* ]] && { [ $kind != huge ] || [[ $out == *state.json* ]]; } &&
+			[ $rc2 != 0 ] && [ $rc2 != 124 ] && [[ $out2 == *state.json* ]]; } ||
+			bad+=" $kind: tokenize rc=$rc ${out:0:60} / serve rc=$rc2 ${out2:0:60};"
+		rm -rf "$W/hm.out"
+	done
+	[ -z "$bad" ] && pass "state.json as /dev/zero, a FIFO, 100 MB: serve refuses at once naming it; tokenize neither hangs nor reads it whole" || fail "$bad"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -688,5 +890,13 @@ attack "34.9 1100 idle conns vs a token holder" a_idle_conns
 attack "34.13 50 Loaders dropped without close()" a_dropped_loaders
 attack "34.14 FIFO as --auth-token-file" a_fifo_token
 attack "34.14 SIGTERM during a blocked start-up" a_sigterm_startup
+attack "34.1 bucket journal names a path (tokenize --resume)" a_bucket_paths
+attack "34.5 oversized and stalled downloads (sync)" a_download_bounds
+attack "34.6 shared \$TMPDIR cache taken first" a_shared_cache
+attack "34.7 concurrent syncs into one directory" a_sync_lock
+attack "34.8 merge part with a symlinked shard" a_merge_symlink
+attack "34.12 journal edited to say finished" a_resume_finished
+attack "34.15 kill -9 under CPU load" a_kill_load
+attack "34.1+ dataset metadata: /dev/zero, FIFO, 100 MB" a_meta_bounds
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

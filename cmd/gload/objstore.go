@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gload/gload/internal/privdir"
 	"github.com/gload/gload/loader"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/objstore"
@@ -26,12 +27,27 @@ type s3Flags struct {
 	endpoint string
 	region   string
 	profile  string
+	idle     time.Duration
+	minRate  string
 }
 
 func (s *s3Flags) add(f *pflag.FlagSet) {
 	f.StringVar(&s.endpoint, "s3-endpoint", "", "S3-compatible endpoint, http(s)://host:port (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, AWS)")
 	f.StringVar(&s.region, "s3-region", "", "region (default: $AWS_REGION, $AWS_DEFAULT_REGION)")
 	f.StringVar(&s.profile, "s3-profile", "", "profile of ~/.aws/credentials and ~/.aws/config (default: $AWS_PROFILE, default)")
+	f.DurationVar(&s.idle, "s3-idle-timeout", 60*time.Second, "a request that receives no byte for this long fails (and is retried)")
+	f.StringVar(&s.minRate, "s3-min-rate", "256KiB", "slowest download accepted, bytes per second: a download of N bytes must end within --s3-idle-timeout + N/rate")
+}
+
+func (s *s3Flags) config() (objstore.Config, error) {
+	if s.idle <= 0 {
+		return objstore.Config{}, fmt.Errorf("--s3-idle-timeout must be > 0")
+	}
+	rate, err := parseSize(s.minRate)
+	if err != nil || rate <= 0 {
+		return objstore.Config{}, fmt.Errorf("--s3-min-rate %q: want a positive size such as 256KiB", s.minRate)
+	}
+	return objstore.Config{Endpoint: s.endpoint, Region: s.region, Profile: s.profile, IdleTimeout: s.idle, MinRate: rate}, nil
 }
 
 func (s *s3Flags) open(ctx context.Context, rawURL string) (*objstore.Store, error) {
@@ -39,15 +55,24 @@ func (s *s3Flags) open(ctx context.Context, rawURL string) (*objstore.Store, err
 	if err != nil {
 		return nil, err
 	}
-	return objstore.Open(ctx, u, objstore.Config{Endpoint: s.endpoint, Region: s.region, Profile: s.profile})
+	cfg, err := s.config()
+	if err != nil {
+		return nil, err
+	}
+	return objstore.Open(ctx, u, cfg)
 }
 
-// defaultCacheRoot is $XDG_CACHE_HOME/gload (or ~/.cache/gload).
-func defaultCacheRoot() string {
+// defaultCacheRoot is $XDG_CACHE_HOME/gload (or ~/.cache/gload; without either, $TMPDIR/gload-cache-<uid>),
+// made or checked private to the user (0700, owned by them, nobody else can write it).
+func defaultCacheRoot() (string, error) {
+	root := privdir.TempRoot("gload-cache")
 	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "gload")
+		root = filepath.Join(d, "gload")
 	}
-	return filepath.Join(os.TempDir(), "gload-cache")
+	if err := privdir.Ensure(root); err != nil {
+		return "", fmt.Errorf("cache directory: %w", err)
+	}
+	return root, nil
 }
 
 // stageRemoteOut points a tokenize run whose --out is s3://… at a local stage directory and uploads each shard as
@@ -62,12 +87,19 @@ func (o *tokenizeOptions) stageRemoteOut(ctx context.Context, opts *pipeline.Opt
 	}
 	stage := o.stage
 	if stage == "" {
-		stage = remote.CacheDir(filepath.Join(defaultCacheRoot(), "upload"), st.URL())
+		root, err := defaultCacheRoot()
+		if err != nil {
+			return nil, fmt.Errorf("--out: %w", err)
+		}
+		stage = remote.CacheDir(filepath.Join(root, "upload"), st.URL())
 	}
 	if !opts.Resume {
 		if err := os.RemoveAll(stage); err != nil {
 			return nil, fmt.Errorf("--stage: %w", err)
 		}
+	}
+	if err := os.MkdirAll(stage, 0o700); err != nil {
+		return nil, fmt.Errorf("--stage: %w", err)
 	}
 	up, err := remote.NewStagedUpload(ctx, st, stage, remote.StageOptions{Overwrite: opts.Overwrite, Resume: opts.Resume})
 	if err != nil {
@@ -117,12 +149,12 @@ func (r *remoteServeFlags) config() (loader.RemoteConfig, error) {
 	if r.ahead < 1 || r.fetch < 1 {
 		return loader.RemoteConfig{}, fmt.Errorf("--cache-ahead and --cache-fetch must be ≥ 1")
 	}
-	cache := r.cache
-	if cache == "" {
-		cache = filepath.Join(defaultCacheRoot(), "cache")
+	cache := r.cache // "": the loader's default, made private to the user when a remote dataset first needs it
+	s3cfg, err := r.s3.config()
+	if err != nil {
+		return loader.RemoteConfig{}, err
 	}
-	return loader.RemoteConfig{CacheDir: cache, CacheBytes: size, Ahead: r.ahead, Fetch: r.fetch,
-		S3: objstore.Config{Endpoint: r.s3.endpoint, Region: r.s3.region, Profile: r.s3.profile}}, nil
+	return loader.RemoteConfig{CacheDir: cache, CacheBytes: size, Ahead: r.ahead, Fetch: r.fetch, S3: s3cfg}, nil
 }
 
 type syncOptions struct {
@@ -166,10 +198,14 @@ func (o *syncOptions) run(cmd *cobra.Command, src, dst string) error {
 			return err
 		}
 		var prog func(done, total int64, shard string)
+		var waiting func(string)
 		if !o.quiet {
 			prog = progressLine(cmd.ErrOrStderr())
+			waiting = func(holder string) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "waiting for the gload process that holds %s (%s)\n", dst, holder)
+			}
 		}
-		meta, err := remote.Sync(ctx, st, dst, remote.SyncOptions{Progress: prog})
+		meta, err := remote.Sync(ctx, st, dst, remote.SyncOptions{Progress: prog, Waiting: waiting})
 		if err != nil {
 			return err
 		}

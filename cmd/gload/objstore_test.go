@@ -22,7 +22,7 @@ import (
 	"github.com/gload/gload/proto/gloadpb"
 )
 
-// shardFiles returns the .arrow files of a dataset directory with their bytes.
+// shardFiles returns the .arrow and .json files of a dataset directory with their bytes.
 func shardFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
@@ -31,6 +31,9 @@ func shardFiles(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
+		if e.Name() == remote.SourceFile {
+			continue // gload sync's record of where a copy came from, not part of the dataset
+		}
 		if strings.HasSuffix(e.Name(), ".arrow") || strings.HasSuffix(e.Name(), ".json") {
 			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 			if err != nil {

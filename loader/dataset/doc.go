@@ -16,10 +16,34 @@
 //
 // Writing: [CreateShard] writes one shard under a temporary name and renames it
 // to "shard-NNNNN.arrow" on [ShardWriter.Close]; [Finalize] turns complete
-// shards into a dataset (renames, JSON files, gload.index last). Both are
+// shards into a dataset (renames, dataset_info.json, gload.index, state.json
+// last). Both are
 // crash-safe: no half-written file ever carries a final name, and Finalize can
 // be re-run after a crash at any point ([RecoverShards] rebuilds the shard list
 // from the files when the caller lost it).
+//
+// # Finalisation: what a reader may trust, and when
+//
+// state.json is the commit point. [Finalize] first removes any old state.json
+// (then any old gload.index), renames the shards to their final names,
+// writes dataset_info.json, gload.index and the freshness stamp, and renames
+// state.json into place last, each file through a temporary name, fsync and
+// rename. So, at every instant:
+//
+//   - No state.json: not a dataset, for any reader. Hugging Face datasets
+//     cannot load it and [Open] refuses it; gload.index, dataset_info.json or
+//     data-*.arrow files may already be there and mean nothing yet.
+//   - state.json: a complete dataset. Every file it lists is final and
+//     gload.index (and the stamp) describe them. Whatever else is beside it is
+//     bookkeeping of the run that wrote it: gload tokenize removes its journal
+//     (gload.progress.json) only after Finalize returns, so a crash in between
+//     leaves a complete dataset with a stale journal; `gload tokenize --resume`
+//     finalizes again (idempotently: same bytes) and removes it, and readers
+//     (serve, inspect, Hugging Face) ignore it.
+//
+// gload sync keeps the same order when it writes a local copy. Object storage
+// uses its own commit point: a bucket holds a complete dataset once gload.index
+// is uploaded, which is always the last object written.
 //
 // Reading: [Open] memory-maps every shard and serves rows without copying token
 // data. With a valid gload.index it touches no token data at all (lengths come

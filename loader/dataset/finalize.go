@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // Names of the Hugging Face files in a dataset directory.
@@ -22,13 +24,16 @@ const (
 )
 
 // Finalize turns complete shards into a dataset: it renames shards[i] to
-// DataFileName(i, len(shards)), then writes dataset_info.json, state.json and,
-// last, gload.index, each through a temporary file, fsync and rename.
+// DataFileName(i, len(shards)), then writes dataset_info.json, gload.index
+// (and the freshness stamp) and, last, state.json, each through a temporary
+// file, fsync and rename. The rename of state.json is the commit point (see
+// the package comment): a directory holding state.json is complete.
 //
 // Finalize is idempotent: after a crash at any point it can be run again with
 // the same shards (or with those RecoverShards returns). A shard whose file is
-// already under its final name is accepted as renamed. An old gload.index is
-// removed first, so a directory holding gload.index is always complete.
+// already under its final name is accepted as renamed. An old state.json, then
+// an old gload.index, is removed first, so the directory does not look complete
+// until the new state.json is in place.
 //
 // With no shards, Finalize writes one empty shard: Hugging Face cannot load a
 // dataset with no data files.
@@ -53,7 +58,12 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 		}
 		shards = []ShardInfo{info}
 	}
-	if err := removeQuiet(filepath.Join(dir, IndexFile)); err != nil {
+	for _, name := range []string{StateFile, IndexFile} { // the commit point first
+		if err := removeQuiet(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("finalize %s: %w", dir, err)
+		}
+	}
+	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
 	}
 	n := len(shards)
@@ -65,7 +75,7 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 			err := os.Rename(src, dst)
 			if errors.Is(err, os.ErrNotExist) {
 				// Renamed by an earlier, interrupted run?
-				if st, serr := os.Stat(dst); serr == nil && st.Size() == s.Bytes {
+				if st, serr := safename.LstatRegular(dst); serr == nil && st.Size() == s.Bytes {
 					err = nil
 				}
 			}
@@ -78,6 +88,9 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
+	}
+	if err := testCrash("renamed"); err != nil {
+		return err
 	}
 	ix := &Index{TokenizerHash: opts.TokenizerHash}
 	var total int64
@@ -96,11 +109,14 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 	if err := writeFileAtomic(dir, InfoFile, []byte(datasetInfoJSON(opts.Columns, opts.Labels, opts.Special))); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
 	}
-	if err := writeFileAtomic(dir, StateFile, []byte(stateJSON(final, opts))); err != nil {
-		return fmt.Errorf("finalize %s: %w", dir, err)
+	if err := testCrash("info"); err != nil {
+		return err
 	}
 	if err := WriteIndex(dir, ix); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
+	}
+	if err := testCrash("index"); err != nil {
+		return err
 	}
 	// The shards were hashed as they were written: vouch for them as they are now.
 	names := make([]string, len(final))
@@ -109,6 +125,24 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 	}
 	if err := stampFiles(dir, ix.checksum, names); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
+	}
+	if err := testCrash("stamp"); err != nil {
+		return err
+	}
+	// The commit point: from this rename on, the directory is a complete dataset for every reader.
+	if err := writeFileAtomic(dir, StateFile, []byte(stateJSON(final, opts))); err != nil {
+		return fmt.Errorf("finalize %s: %w", dir, err)
+	}
+	return nil
+}
+
+// testHookFinalize, set only by tests, runs at each step of Finalize ("renamed", "info", "index", "stamp"); an
+// error stands for a crash there.
+var testHookFinalize func(step string) error
+
+func testCrash(step string) error {
+	if testHookFinalize != nil {
+		return testHookFinalize(step)
 	}
 	return nil
 }
@@ -139,15 +173,11 @@ func (s *ShardInfo) validate() error {
 // statShard builds the index entry of a finalized shard from the file on disk.
 func statShard(dir string, s ShardInfo) (ShardEntry, error) {
 	path := filepath.Join(dir, s.Name)
-	f, err := os.Open(path)
+	f, st, err := safename.OpenRegular(path)
 	if err != nil {
 		return ShardEntry{}, fmt.Errorf("open shard %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ShardEntry{}, fmt.Errorf("stat shard %s: %w", path, err)
-	}
 	if st.Size() != s.Bytes {
 		return ShardEntry{}, fmt.Errorf("shard %s: %w: %d bytes on disk, %d written", path, ErrCorrupt, st.Size(), s.Bytes)
 	}
@@ -239,7 +269,7 @@ func ScanShard(path string) (ShardInfo, error) {
 func writeFileAtomic(dir, name string, b []byte) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := safename.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}

@@ -29,6 +29,8 @@ import (
 	"os"
 	"path/filepath"
 	"unsafe"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // Digest is a SHA-256 digest: a shard's content hash or a dataset fingerprint.
@@ -56,7 +58,7 @@ func (d *Digest) UnmarshalText(b []byte) error {
 
 // FileDigest hashes a whole file.
 func FileDigest(path string) (Digest, int64, error) {
-	f, err := os.Open(path)
+	f, _, err := safename.OpenRegular(path)
 	if err != nil {
 		return Digest{}, 0, fmt.Errorf("hash %s: %w", path, err)
 	}
@@ -160,7 +162,7 @@ func (st *stamp) proves(crc uint32, name string, fs fileStat) bool {
 }
 
 func readStamp(path string) *stamp {
-	b, err := os.ReadFile(path)
+	b, err := safename.ReadFile(path, safename.MaxMetaBytes)
 	if err != nil {
 		return nil
 	}
@@ -187,7 +189,7 @@ func writeStamp(dir string, crc uint32, shards []*shard) error {
 func stampFiles(dir string, crc uint32, names []string) error {
 	var shards []*shard
 	for _, n := range names {
-		fi, err := os.Stat(filepath.Join(dir, n))
+		fi, err := safename.LstatRegular(filepath.Join(dir, n))
 		if err != nil {
 			return fmt.Errorf("stamp %s: %w", dir, err)
 		}
@@ -250,7 +252,10 @@ var ErrContentMismatch = errors.New("dataset: shard content does not match its r
 // VerifyShard checks that dir/s.Name has s.Bytes bytes hashing to s.Hash. The
 // error names the file and both hashes.
 func VerifyShard(dir string, s ShardInfo) error {
-	path := filepath.Join(dir, s.Name)
+	path, err := ShardPath(dir, s.Name)
+	if err != nil {
+		return err
+	}
 	d, n, err := FileDigest(path)
 	if err != nil {
 		return err

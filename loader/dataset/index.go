@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // IndexFile is the name of gload's sidecar index in a dataset directory.
@@ -356,11 +358,33 @@ func WriteIndex(dir string, ix *Index) error {
 	return writeFileAtomic(dir, IndexFile, b)
 }
 
-// checkFileName accepts plain file names only: no directories, no "..".
+// checkFileName accepts shard names from data (an index, a journal, a state.json) only as plain base names
+// (safename.Check: no separators, no "..", no leading dot, no control characters) that are not one of the
+// directory's own files (gload.index, state.json, the journal, the lock, ...) or a temporary name.
 func checkFileName(name string) error {
-	if name == "" || len(name) > maxNameLen || name == "." || name == ".." ||
-		strings.ContainsAny(name, "/\\\x00") || !utf8.ValidString(name) {
-		return fmt.Errorf("bad file name %q", name)
+	if err := safename.Check(name); err != nil {
+		return fmt.Errorf("bad file name: %w", err)
+	}
+	if reservedNames[name] || strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".gload-part") {
+		return fmt.Errorf("bad file name %q: a name gload uses for its own files", name)
 	}
 	return nil
+}
+
+// CheckShardName is checkFileName for other packages: the check every shard name from data passes before it is
+// joined to a directory.
+func CheckShardName(name string) error { return checkFileName(name) }
+
+// ShardPath is dir/name after CheckShardName.
+func ShardPath(dir, name string) (string, error) {
+	if err := checkFileName(name); err != nil {
+		return "", err
+	}
+	return safename.Join(dir, name)
+}
+
+// reservedNames are the files of a dataset directory that are not shards.
+var reservedNames = map[string]bool{
+	IndexFile: true, StateFile: true, InfoFile: true, StampFile: true, "dataset_dict.json": true,
+	"gload.progress.json": true, "gload.lock": true, "gload.task.json": true, "gload.sync.json": true,
 }

@@ -9,12 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // ShardSource makes shard files local on demand (loader/shardcache.Cache implements it). Acquire blocks until the
@@ -87,7 +88,7 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 // "feature", and "Sequence").
 func readFeatures(dir string) (cols []string, idsType, labelsType string, err error) {
 	path := filepath.Join(dir, InfoFile)
-	b, err := os.ReadFile(path)
+	b, err := safename.ReadFile(path, safename.MaxMetaBytes)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("open dataset %s: %w", dir, err)
 	}
@@ -187,15 +188,11 @@ func (sh *shard) mapLazy(path, idsType string, hasLabels bool) error {
 	if sh.lazy.mapped.Load() {
 		return nil
 	}
-	f, err := os.Open(path)
+	f, st, err := safename.OpenRegular(path)
 	if err != nil {
 		return fmt.Errorf("open shard %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("stat shard %s: %w", path, err)
-	}
 	if st.Size() != sh.entry.Size {
 		return fmt.Errorf("shard %s: %w: %d bytes, gload.index says %d", path, ErrStaleIndex, st.Size(), sh.entry.Size)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // OpenOptions control Open.
@@ -225,7 +227,7 @@ func (l indexLocation) save(d *Dataset, rebuilt bool, log *slog.Logger) {
 // readState returns the data file names listed in dir/state.json.
 func readState(dir string) ([]string, error) {
 	path := filepath.Join(dir, StateFile)
-	b, err := os.ReadFile(path)
+	b, err := safename.ReadFile(path, safename.MaxMetaBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		if _, derr := os.Stat(filepath.Join(dir, "dataset_dict.json")); derr == nil {
 			return nil, fmt.Errorf("open dataset %s: %w: it is a DatasetDict, open one of its splits", dir, ErrNotDataset)
@@ -263,15 +265,11 @@ func readState(dir string) ([]string, error) {
 
 func openShard(dir, name string) (*shard, error) {
 	path := filepath.Join(dir, name)
-	f, err := os.Open(path)
+	f, st, err := safename.OpenRegular(path) // never through a symbolic link, never a FIFO or device
 	if err != nil {
 		return nil, fmt.Errorf("open shard %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat shard %s: %w", path, err)
-	}
 	data, err := mapFile(f, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("open shard %s: %w", path, err)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // Where the pad token recorded in a dataset came from.
@@ -64,7 +66,7 @@ func (s SpecialTokens) json() jsonObj {
 // naming the file and the key.
 func ReadSpecialTokens(dir string) (SpecialTokens, error) {
 	path := filepath.Join(dir, InfoFile)
-	b, err := os.ReadFile(path)
+	b, err := safename.ReadFile(path, safename.MaxMetaBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return SpecialTokens{}, nil
 	}

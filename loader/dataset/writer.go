@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // DefaultRowsPerBatch is the record batch size used when WriterOptions leaves
@@ -122,7 +124,7 @@ func CreateShard(dir string, shardNum int, opts WriterOptions) (*ShardWriter, er
 	}
 	name := ShardName(shardNum)
 	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644) // read back by Close to hash
+	f, err := safename.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644) // read back by Close to hash
 	if err != nil {
 		return nil, fmt.Errorf("create shard %s: %w", tmp, err)
 	}

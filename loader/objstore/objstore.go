@@ -39,6 +39,9 @@ var (
 	ErrNotFound    = errors.New("objstore: no such object")
 	ErrNoBucket    = errors.New("objstore: no such bucket")
 	ErrVerify      = errors.New("objstore: downloaded object failed verification")
+	ErrTooLarge    = errors.New("objstore: object larger than expected")
+	ErrStalled     = errors.New("objstore: transfer stalled")
+	ErrTooSlow     = errors.New("objstore: transfer past its deadline")
 )
 
 // URL is s3://bucket/prefix. Prefix has no leading or trailing slash.
@@ -117,6 +120,12 @@ type Config struct {
 	Parallel int
 	// Transport replaces the HTTP transport (tests); nil: minio-go's default.
 	Transport http.RoundTripper
+	// IdleTimeout ends a request that receives no byte for this long (a stalled server or connection); the
+	// attempt fails with ErrStalled and is retried. 0: 60 s.
+	IdleTimeout time.Duration
+	// MinRate is the slowest transfer accepted, in bytes per second: a download of N bytes must end within
+	// IdleTimeout + N/MinRate (ErrTooSlow), however steadily a server trickles. 0: 256 KiB/s.
+	MinRate int64
 }
 
 func (c Config) withDefaults() Config {
@@ -138,7 +147,91 @@ func (c Config) withDefaults() Config {
 	if c.Parallel == 0 {
 		c.Parallel = 4
 	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 60 * time.Second
+	}
+	if c.MinRate <= 0 {
+		c.MinRate = 256 << 10
+	}
 	return c
+}
+
+// deadline is how long a transfer of size bytes may take in all.
+func (c Config) deadline(size int64) time.Duration {
+	d := c.IdleTimeout
+	if size > 0 {
+		d += time.Duration(float64(size) / float64(c.MinRate) * float64(time.Second))
+	}
+	return d
+}
+
+// watchdog bounds one transfer: the context it returns is cancelled when no byte arrived for idle (touch
+// counts one) or when the overall deadline passes; cause explains which.
+type watchdog struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	idle   time.Duration
+	stop   context.CancelFunc
+}
+
+func newWatchdog(ctx context.Context, idle, total time.Duration, what string) *watchdog {
+	tctx, stop := context.WithTimeoutCause(ctx, total,
+		fmt.Errorf("%w: %s did not finish within %s", ErrTooSlow, what, total.Round(time.Millisecond)))
+	wctx, cancel := context.WithCancelCause(tctx)
+	w := &watchdog{cancel: cancel, idle: idle, stop: stop}
+	w.ctx = context.WithValue(wctx, watchdogKey{}, w)
+	w.timer = time.AfterFunc(idle, func() {
+		cancel(fmt.Errorf("%w: %s: no data for %s", ErrStalled, what, idle))
+	})
+	return w
+}
+
+func (w *watchdog) touch() { w.timer.Reset(w.idle) }
+
+// err is the reason the watchdog's context ended, or err itself when it did not.
+func (w *watchdog) err(err error) error {
+	if c := context.Cause(w.ctx); c != nil && w.ctx.Err() != nil {
+		if errors.Is(c, ErrStalled) || errors.Is(c, ErrTooSlow) {
+			return c
+		}
+	}
+	return err
+}
+
+func (w *watchdog) close() {
+	w.timer.Stop()
+	w.cancel(nil)
+	w.stop()
+}
+
+type watchdogKey struct{}
+
+// watchTransport touches the watchdog of a request's context when its response headers arrive and on every
+// read of its body that returns bytes: progress is seen where bytes come off the network (minio-go's Object.Read
+// fills whole buffers, so a reader above it would see a steady trickle as silence).
+type watchTransport struct{ base http.RoundTripper }
+
+func (t watchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if w, ok := req.Context().Value(watchdogKey{}).(*watchdog); ok && err == nil {
+		w.touch()
+		resp.Body = &watchedBody{ReadCloser: resp.Body, w: w}
+	}
+	return resp, err
+}
+
+type watchedBody struct {
+	io.ReadCloser
+	w *watchdog
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.w.touch()
+	}
+	return n, err
 }
 
 func firstEnv(names ...string) string {
@@ -173,12 +266,20 @@ func Open(ctx context.Context, u URL, cfg Config) (*Store, error) {
 		&credentials.FileAWSCredentials{Profile: cfg.Profile},
 		&credentials.IAM{},
 	})
+	base := cfg.Transport
+	if base == nil {
+		tr, err := minio.DefaultTransport(ep.Scheme == "https")
+		if err != nil {
+			return nil, fmt.Errorf("objstore: endpoint %s://%s: %w", ep.Scheme, ep.Host, err)
+		}
+		base = tr
+	}
 	c, err := minio.New(ep.Host, &minio.Options{
 		Creds:      creds,
 		Secure:     ep.Scheme == "https",
 		Region:     cfg.Region,
 		MaxRetries: cfg.MaxRetries,
-		Transport:  cfg.Transport,
+		Transport:  watchTransport{base: base},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("objstore: endpoint %s://%s: %w", ep.Scheme, ep.Host, err)
@@ -250,8 +351,13 @@ type Object struct {
 
 // Stat describes object name, or returns an error wrapping ErrNotFound.
 func (s *Store) Stat(ctx context.Context, name string) (Object, error) {
-	info, err := s.c.StatObject(ctx, s.url.Bucket, s.url.Key(name), minio.StatObjectOptions{})
+	w := newWatchdog(ctx, s.cfg.IdleTimeout, s.cfg.IdleTimeout, "stat "+s.url.Key(name))
+	defer w.close()
+	info, err := s.c.StatObject(w.ctx, s.url.Bucket, s.url.Key(name), minio.StatObjectOptions{})
 	if err != nil {
+		if werr := w.err(nil); werr != nil {
+			return Object{}, fmt.Errorf("stat s3://%s/%s: %w", s.url.Bucket, s.url.Key(name), werr)
+		}
 		return Object{}, s.wrap("stat", name, err)
 	}
 	return Object{Name: name, Size: info.Size, ETag: info.ETag}, nil
@@ -279,13 +385,18 @@ func (s *Store) List(ctx context.Context) ([]Object, error) {
 
 // ReadSmall returns the whole content of a small object (metadata, index), at most limit bytes.
 func (s *Store) ReadSmall(ctx context.Context, name string, limit int64) ([]byte, error) {
-	obj, err := s.c.GetObject(ctx, s.url.Bucket, s.url.Key(name), minio.GetObjectOptions{})
+	w := newWatchdog(ctx, s.cfg.IdleTimeout, s.cfg.deadline(limit), "get "+s.url.Key(name))
+	defer w.close()
+	obj, err := s.c.GetObject(w.ctx, s.url.Bucket, s.url.Key(name), minio.GetObjectOptions{})
 	if err != nil {
 		return nil, s.wrap("get", name, err)
 	}
 	defer obj.Close()
 	b, err := io.ReadAll(io.LimitReader(obj, limit+1))
 	if err != nil {
+		if werr := w.err(nil); werr != nil {
+			return nil, fmt.Errorf("get s3://%s/%s: %w", s.url.Bucket, s.url.Key(name), werr)
+		}
 		return nil, s.wrap("get", name, err)
 	}
 	if int64(len(b)) > limit {
@@ -303,6 +414,11 @@ type DownloadOptions struct {
 	Attempts int
 	// Progress, if set, is called with bytes received so far (from the downloading goroutine).
 	Progress func(n int64)
+	// Size is the object's expected size (from gload.index or a journal); 0: unknown, the size the store
+	// states is expected. An object stated or sent larger fails with ErrTooLarge after at most Size+1 bytes.
+	Size int64
+	// Perm is the mode of the downloaded file; 0: 0644. Caches and stages use 0600.
+	Perm os.FileMode
 }
 
 // Download copies object name to dst: it writes dst's directory's temporary file, checks it is whole and passes
@@ -327,7 +443,8 @@ func (s *Store) Download(ctx context.Context, name, dst string, opts DownloadOpt
 			return n, nil
 		}
 		last = err
-		if ctx.Err() != nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCredentials) || errors.Is(err, ErrNoBucket) {
+		if ctx.Err() != nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCredentials) || errors.Is(err, ErrNoBucket) ||
+			errors.Is(err, ErrTooLarge) {
 			break
 		}
 	}
@@ -339,11 +456,26 @@ func (s *Store) downloadOnce(ctx context.Context, name, dst string, opts Downloa
 	if err != nil {
 		return 0, err
 	}
+	where := "s3://" + s.url.Bucket + "/" + s.url.Key(name)
+	want := info.Size
+	if opts.Size > 0 {
+		if info.Size != opts.Size {
+			return 0, fmt.Errorf("get %s: %w: the store says %d bytes, %d expected", where, ErrTooLarge, info.Size, opts.Size)
+		}
+		want = opts.Size
+	}
+	if want < 0 {
+		return 0, fmt.Errorf("get %s: %w: the store says %d bytes", where, ErrVerify, want)
+	}
 	tmp, err := tempName(dst)
 	if err != nil {
 		return 0, err
 	}
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	perm := opts.Perm
+	if perm == 0 {
+		perm = 0o644
+	}
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
 	if err != nil {
 		return 0, fmt.Errorf("download s3://%s/%s: %w", s.url.Bucket, s.url.Key(name), err)
 	}
@@ -357,7 +489,11 @@ func (s *Store) downloadOnce(ctx context.Context, name, dst string, opts Downloa
 		gopts.ParallelWorkers = s.cfg.Parallel
 		gopts.ParallelChunkSize = s.cfg.PartSize
 	}
-	obj, err := s.c.GetObject(ctx, s.url.Bucket, s.url.Key(name), gopts)
+	// Bounded: at most want+1 bytes are read (one more shows a server sending too much), no byte may be more
+	// than IdleTimeout after the previous one, and the whole transfer ends within IdleTimeout + want/MinRate.
+	wd := newWatchdog(ctx, s.cfg.IdleTimeout, s.cfg.deadline(want), "get "+s.url.Key(name))
+	defer wd.close()
+	obj, err := s.c.GetObject(wd.ctx, s.url.Bucket, s.url.Key(name), gopts)
 	if err != nil {
 		return cleanup(s.wrap("get", name, err))
 	}
@@ -365,13 +501,22 @@ func (s *Store) downloadOnce(ctx context.Context, name, dst string, opts Downloa
 	if opts.Progress != nil {
 		w = &progressWriter{w: f, fn: opts.Progress}
 	}
-	n, err := io.Copy(w, obj)
+	n, err := io.Copy(w, io.LimitReader(obj, want+1))
 	obj.Close()
 	if err != nil {
+		if werr := wd.err(nil); werr != nil {
+			return cleanup(fmt.Errorf("get %s: %w (%d of %d bytes arrived)", where, werr, n, want))
+		}
 		return cleanup(s.wrap("get", name, err))
 	}
-	if n != info.Size {
-		return cleanup(fmt.Errorf("get s3://%s/%s: %w: %d of %d bytes arrived", s.url.Bucket, s.url.Key(name), ErrVerify, n, info.Size))
+	if n > want {
+		return cleanup(fmt.Errorf("get %s: %w: more than the %d bytes expected arrived (stopped after %d)", where, ErrTooLarge, want, n))
+	}
+	if n != want {
+		return cleanup(fmt.Errorf("get %s: %w: %d of %d bytes arrived", where, ErrVerify, n, want))
+	}
+	if err := f.Chmod(perm); err != nil { // whatever the umask
+		return cleanup(fmt.Errorf("download %s: %w", dst, err))
 	}
 	if err := f.Sync(); err != nil {
 		return cleanup(fmt.Errorf("download %s: %w", dst, err))

@@ -7,13 +7,17 @@
 package remote
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/gload/gload/internal/dirlock"
+	"github.com/gload/gload/internal/safename"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/objstore"
 )
@@ -36,8 +40,13 @@ type Meta struct {
 
 // FetchMeta downloads the metadata of the dataset at st into dir (each file through a temporary name; the index
 // written last) and decodes the index. A dataset in the bucket with no gload.index gives ErrIncomplete, naming it.
+// dir is made 0700 and the files 0600: it is meant for a cache.
 func FetchMeta(ctx context.Context, st *objstore.Store, dir string) (*Meta, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return fetchMeta(ctx, st, dir, 0o600)
+}
+
+func fetchMeta(ctx context.Context, st *objstore.Store, dir string, perm os.FileMode) (*Meta, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
 	ixb, err := st.ReadSmall(ctx, dataset.IndexFile, maxMetaBytes)
@@ -60,12 +69,12 @@ func FetchMeta(ctx context.Context, st *objstore.Store, dir string) (*Meta, erro
 		if err != nil {
 			return nil, err
 		}
-		if err := writeAtomic(filepath.Join(dir, name), b); err != nil {
+		if err := writeAtomic(filepath.Join(dir, name), b, perm); err != nil {
 			return nil, err
 		}
 	}
 	// The index goes last: a directory holding gload.index has all its metadata.
-	if err := writeAtomic(filepath.Join(dir, dataset.IndexFile), ixb); err != nil {
+	if err := writeAtomic(filepath.Join(dir, dataset.IndexFile), ixb, perm); err != nil {
 		return nil, err
 	}
 	return &Meta{URL: st.URL(), Dir: dir, Index: ix, Shards: ix.Shards}, nil
@@ -74,7 +83,8 @@ func FetchMeta(ctx context.Context, st *objstore.Store, dir string) (*Meta, erro
 // VerifyShard checks a downloaded shard file against its index entry: size, and the content hash when the index
 // has one.
 func VerifyShard(path string, e dataset.ShardEntry) error {
-	fi, err := os.Stat(path)
+	fi, err := safename.LstatRegular(path) // a symbolic link is not a verified shard: it is downloaded again
+
 	if err != nil {
 		return err
 	}
@@ -97,29 +107,72 @@ func VerifyShard(path string, e dataset.ShardEntry) error {
 // SyncOptions control Sync.
 type SyncOptions struct {
 	Progress func(done, total int64, shard string) // bytes of shards present so far; nil: none
+	Waiting  func(holder string)                   // called once when another process holds dst's lock; nil: none
 }
+
+// SourceFile records, in a directory gload sync writes, which object-storage dataset it is a copy of.
+const SourceFile = "gload.sync.json"
+
+// ErrOtherDataset means a sync's destination holds, or is receiving, another dataset.
+var ErrOtherDataset = errors.New("remote: the destination holds another dataset")
 
 // Sync copies the dataset at st into dst, verifying every shard; shards already in dst that verify are kept, so a
 // killed sync continues where it stopped. dst is complete (has gload.index) only when every shard is.
+//
+// Sync holds dst's lock (gload.lock, the one gload tokenize takes) for its whole run: a second sync of the same
+// source waits for the first and then finds the copy complete; dst is claimed for its source (gload.sync.json)
+// before anything is written, and a sync of another dataset into it fails with ErrOtherDataset, as does a sync
+// into a non-empty directory that gload sync did not write (unless it already holds the same dataset).
 func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions) (*Meta, error) {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
-	// The index is fetched into a side directory first and moved into dst last.
-	side := filepath.Join(dst, ".gload-sync")
-	meta, err := FetchMeta(ctx, st, side)
+	lk, err := dirlock.Acquire(ctx, dst, dirlock.Options{Wait: true, Waiting: opts.Waiting})
+	if err != nil {
+		return nil, fmt.Errorf("remote: sync into %s: %w", dst, err)
+	}
+	defer lk.Release()
+	claimed, err := checkSource(dst, st.URL())
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Remove(filepath.Join(dst, dataset.IndexFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remote: %w", err)
+	// The index is fetched into a side directory first and moved into dst last.
+	side := filepath.Join(dst, ".gload-sync")
+	meta, err := fetchMeta(ctx, st, side, 0o644) // a dataset directory of the user's: the usual modes
+	if err != nil {
+		return nil, err
+	}
+	if !claimed {
+		if err := adopt(dst, st.URL(), meta.Index); err != nil {
+			return nil, err
+		}
+	}
+	if same, err := alreadySynced(dst, side, meta); err != nil || same {
+		if err == nil {
+			err = os.RemoveAll(side)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("remote: %w", err)
+		}
+		meta.Dir = dst
+		return meta, nil
+	}
+	// The commit point (state.json, loader/dataset/doc.go) and the index go first: from here on dst does not look
+	// complete until every shard is verified.
+	for _, name := range []string{dataset.StateFile, dataset.IndexFile} {
+		if err := os.Remove(filepath.Join(dst, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remote: %w", err)
+		}
 	}
 	var total, done int64
 	for _, e := range meta.Shards {
 		total += e.Size
 	}
 	for _, e := range meta.Shards {
-		path := filepath.Join(dst, e.Name)
+		path, err := dataset.ShardPath(dst, e.Name)
+		if err != nil {
+			return nil, fmt.Errorf("remote: %s/%s: %w", st.URL(), dataset.IndexFile, err)
+		}
 		if VerifyShard(path, e) == nil {
 			done += e.Size
 			if opts.Progress != nil {
@@ -128,7 +181,8 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 			continue
 		}
 		base := done
-		_, err := st.Download(ctx, e.Name, path, objstore.DownloadOptions{
+		_, err = st.Download(ctx, e.Name, path, objstore.DownloadOptions{
+			Size:   e.Size,
 			Verify: func(p string) error { return VerifyShard(p, e) },
 			Progress: func(n int64) {
 				if opts.Progress != nil {
@@ -141,26 +195,104 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 		}
 		done += e.Size
 	}
-	for _, name := range append(append([]string{}, metaFiles...), dataset.IndexFile) {
+	// In a local directory the order is Finalize's: dataset_info.json, gload.index and the stamp, state.json last.
+	for _, name := range []string{dataset.InfoFile, dataset.IndexFile} {
 		if err := os.Rename(filepath.Join(side, name), filepath.Join(dst, name)); err != nil {
 			return nil, fmt.Errorf("remote: %w", err)
 		}
 	}
-	if err := os.Remove(side); err != nil {
-		return nil, fmt.Errorf("remote: %w", err)
-	}
 	// Every shard was just verified against its content hash: vouch for them, so opening needs no second hashing.
 	if err := dataset.WriteStamp(dst, meta.Index); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	if err := os.Rename(filepath.Join(side, dataset.StateFile), filepath.Join(dst, dataset.StateFile)); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	if err := os.Remove(side); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
 	meta.Dir = dst
 	return meta, nil
 }
 
+type syncSource struct {
+	Source string `json:"source"` // s3://bucket/prefix
+}
+
+// checkSource reads dst's record of its source: true when dst is already a copy of u, ErrOtherDataset when it is
+// a copy of something else, false when it has no record.
+func checkSource(dst string, u objstore.URL) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dst, SourceFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("remote: %w", err)
+	}
+	var s syncSource
+	if err := json.Unmarshal(b, &s); err != nil || s.Source == "" {
+		return false, fmt.Errorf("%w: %s: %s is not gload's (%v); remove it or choose another directory", ErrOtherDataset, dst, SourceFile, err)
+	}
+	if s.Source != u.String() {
+		return false, fmt.Errorf("%w: %s is a copy of %s (%s), not of %s; sync each dataset into its own directory",
+			ErrOtherDataset, dst, s.Source, SourceFile, u)
+	}
+	return true, nil
+}
+
+// adopt claims dst, which has no source record, for u: when it is empty (but for the lock and the side
+// directory), or already holds the dataset ix (a copy made before records were kept). Anything else is refused.
+func adopt(dst string, u objstore.URL, ix *dataset.Index) error {
+	ents, err := os.ReadDir(dst)
+	if err != nil {
+		return fmt.Errorf("remote: %w", err)
+	}
+	var others []string
+	for _, e := range ents {
+		if n := e.Name(); n != dirlock.Name && n != ".gload-sync" {
+			others = append(others, n)
+		}
+	}
+	if len(others) > 0 {
+		have, err := dataset.ReadIndex(dst)
+		if err != nil || have.Fingerprint() != ix.Fingerprint() {
+			what := "holds " + others[0]
+			if err == nil {
+				what = "holds the dataset with fingerprint " + have.Fingerprint()
+			}
+			return fmt.Errorf("%w: %s is not empty and was not written by gload sync of %s (it %s; %s has fingerprint %s); "+
+				"sync into an empty directory", ErrOtherDataset, dst, u, what, u, ix.Fingerprint())
+		}
+	}
+	b, _ := json.Marshal(syncSource{Source: u.String()})
+	return writeAtomic(filepath.Join(dst, SourceFile), append(b, '\n'), 0o644)
+}
+
+// alreadySynced reports whether dst already holds exactly the dataset whose metadata is in side, every shard
+// proven by its stamp or hashed again (a second sync of the same source after the first finished).
+func alreadySynced(dst, side string, meta *Meta) (bool, error) {
+	for _, name := range append(append([]string{}, metaFiles...), dataset.IndexFile) {
+		a, err1 := os.ReadFile(filepath.Join(dst, name))
+		b, err2 := os.ReadFile(filepath.Join(side, name))
+		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+			return false, nil
+		}
+	}
+	ds, err := dataset.Open(dst, dataset.OpenOptions{})
+	if err != nil {
+		return false, nil
+	}
+	defer ds.Close()
+	return len(ds.ScannedShards()) == 0 && ds.Fingerprint() == meta.Index.Fingerprint(), nil
+}
+
 // Upload copies the complete local dataset in dir to st: shards (skipping objects already there with the same
 // size, so a killed upload continues), then the Hugging Face metadata, then gload.index last.
 func Upload(ctx context.Context, dir string, st *objstore.Store) error {
 	ix, err := dataset.ReadIndex(dir)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, dataset.StateFile)) // the commit point of a local dataset
+	}
 	if err != nil {
 		return fmt.Errorf("remote: upload %s: %w (only complete gload datasets are uploaded)", dir, err)
 	}
@@ -198,16 +330,19 @@ func uploadMeta(ctx context.Context, dir string, st *objstore.Store) error {
 	return nil
 }
 
-func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+// writeAtomic writes path with mode perm through a fresh temporary file (O_EXCL, a random name: nothing planted
+// in the directory is followed or reused), fsync and rename.
+func writeAtomic(path string, b []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("remote: %w", err)
 	}
+	tmp := f.Name()
+	merr := f.Chmod(perm)
 	_, werr := f.Write(b)
 	serr := f.Sync()
 	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
+	if err := errors.Join(merr, werr, serr, cerr); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("remote: write %s: %w", path, err)
 	}

@@ -67,18 +67,38 @@ func NewStagedUpload(ctx context.Context, st *objstore.Store, stage string, opts
 	if err := json.Unmarshal(jb, &j); err != nil {
 		return nil, fmt.Errorf("tokenize: %s/%s: %w", st.URL(), journalFile, err)
 	}
-	if err := os.MkdirAll(stage, 0o755); err != nil {
+	// Every name in the bucket's journal is checked before anything is written: a hostile journal must not make
+	// a download land outside the stage (../../x, /abs, a/b) or on one of the stage's own files.
+	paths := make([]string, len(j.Shards))
+	seen := make(map[string]bool, len(j.Shards))
+	for i, s := range j.Shards {
+		p, err := dataset.ShardPath(stage, s.Name)
+		if err != nil {
+			return nil, fmt.Errorf("tokenize --resume from %s: %s shard %d: %w", st.URL(), journalFile, i, err)
+		}
+		if seen[s.Name] {
+			return nil, fmt.Errorf("tokenize --resume from %s: %s lists shard %s twice", st.URL(), journalFile, s.Name)
+		}
+		if s.Bytes < 0 {
+			return nil, fmt.Errorf("tokenize --resume from %s: %s: shard %s has %d bytes", st.URL(), journalFile, s.Name, s.Bytes)
+		}
+		seen[s.Name] = true
+		paths[i] = p
+	}
+	if err := os.MkdirAll(stage, 0o700); err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
-	for _, s := range j.Shards {
+	for i, s := range j.Shards {
 		e := dataset.ShardEntry{Name: s.Name, Size: s.Bytes, ContentHash: s.Hash}
-		if _, err := st.Download(ctx, stagedName(s), filepath.Join(stage, s.Name), objstore.DownloadOptions{
+		if _, err := st.Download(ctx, stagedName(s), paths[i], objstore.DownloadOptions{
+			Size:   s.Bytes,
+			Perm:   0o600,
 			Verify: func(p string) error { return VerifyShard(p, e) },
 		}); err != nil {
 			return nil, fmt.Errorf("tokenize --resume from %s: %w", st.URL(), err)
 		}
 	}
-	if err := writeAtomic(filepath.Join(stage, journalFile), jb); err != nil {
+	if err := writeAtomic(filepath.Join(stage, journalFile), jb, 0o600); err != nil {
 		return nil, err
 	}
 	return u, nil

@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/gload/gload/loader/objstore"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // Shard is one file the cache may hold.
@@ -129,7 +131,7 @@ func New(src Source, shards []Shard, opts Options) (*Cache, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("shardcache: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -153,9 +155,13 @@ func New(src Source, shards []Shard, opts Options) (*Cache, error) {
 			return nil, fmt.Errorf("shardcache: shard %s listed twice", s.Name)
 		}
 		e := &entry{Shard: s}
-		path := filepath.Join(opts.Dir, s.Name)
-		if st, err := os.Stat(path); err == nil {
-			ok := st.Size() == s.Size
+		path, err := safename.Join(opts.Dir, s.Name)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("shardcache: %w", err)
+		}
+		if st, err := os.Lstat(path); err == nil {
+			ok := st.Mode().IsRegular() && st.Size() == s.Size // a symlink planted in the cache is fetched over
 			if ok && opts.Verify != nil {
 				if verr := opts.Verify(s.Name, path); verr != nil {
 					log.Warn("cached shard fails verification, fetching it again", "shard", s.Name, "err", verr)
@@ -440,7 +446,7 @@ func (c *Cache) startFetch(e *entry) {
 		if c.opts.Verify != nil {
 			verify = func(p string) error { return c.opts.Verify(e.Name, p) }
 		}
-		n, err := c.src.Download(c.ctx, e.Name, c.Path(e.Name), objstore.DownloadOptions{Verify: verify})
+		n, err := c.src.Download(c.ctx, e.Name, c.Path(e.Name), objstore.DownloadOptions{Verify: verify, Size: e.Size, Perm: 0o600})
 		<-c.slots
 		c.finish(e, n, time.Since(t0), err)
 	}()

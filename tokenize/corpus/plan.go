@@ -15,6 +15,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // Compression names the compression of a line-based input.
@@ -392,7 +394,7 @@ type hfState struct {
 // hfDir adds the shards of a save_to_disk directory in state.json order.
 func (pl *planner) hfDir(d string) {
 	statePath := filepath.Join(d, "state.json")
-	raw, err := os.ReadFile(statePath)
+	raw, err := safename.ReadFile(statePath, safename.MaxMetaBytes)
 	if err != nil {
 		pl.statProblem(statePath, err)
 		return
@@ -408,18 +410,18 @@ func (pl *planner) hfDir(d string) {
 	}
 	for _, df := range st.DataFiles {
 		name := df.Filename
-		if name == "" || !filepath.IsLocal(name) {
-			pl.problem(statePath, ErrUnknownFormat, "shard name %q is not a file inside the dataset directory", name)
+		p, err := safename.Join(d, name)
+		if err != nil {
+			pl.problem(statePath, ErrUnknownFormat, "_data_files: shard name %q is not a file inside the dataset directory (%v)", name, err)
 			continue
 		}
-		p := filepath.Join(d, name)
-		fst, err := os.Stat(p)
+		fst, err := os.Lstat(p) // a shard listed by state.json is never read through a symbolic link
 		if err != nil {
 			pl.statProblem(p, err)
 			continue
 		}
 		if !fst.Mode().IsRegular() {
-			pl.problem(p, ErrUnreadable, "not a regular file")
+			pl.problem(p, ErrUnreadable, "not a regular file (%s); a shard listed by state.json must be one", fst.Mode().Type())
 			continue
 		}
 		pl.add(File{Path: p, Size: fst.Size(), Format: FormatHF, Compression: CompressNone})

@@ -6,19 +6,25 @@
 // It refuses, naming the parts, anything that would not give that dataset: parts of other inputs, tokenizers or
 // flags, a task given twice or missing, N changed between tasks, an unfinished part, a part whose shard changed
 // after it was written, an output directory that exists (without Overwrite). It touches only the output
-// directory; the parts stay valid (their shards are linked, not moved). A merge killed midway leaves no gload.index
-// in the output, so the directory never looks complete; run it again with Overwrite.
+// directory; the parts stay valid (their shards are linked, not moved). A merge killed midway leaves no state.json
+// (the dataset's commit point, written last by dataset.Finalize) in the output, so the directory never looks
+// complete; run it again with Overwrite.
 package merge
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 
+	"github.com/gload/gload/internal/safename"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize/pipeline"
 )
@@ -65,7 +71,16 @@ func Merge(out string, dirs []string, opts Options) (Summary, error) {
 	if err := prepareOut(out, opts.Overwrite); err != nil {
 		return Summary{}, err
 	}
+	total := 0
+	for _, p := range ordered {
+		for _, e := range p.ix.Shards {
+			if e.Rows > 0 {
+				total++
+			}
+		}
+	}
 	var shards []dataset.ShardInfo
+	var linked []linkedShard
 	for _, p := range ordered {
 		var row int64
 		for _, e := range p.ix.Shards {
@@ -74,11 +89,13 @@ func Merge(out string, dirs []string, opts Options) (Summary, error) {
 			if e.Rows == 0 {
 				continue // a part with no rows holds one empty shard; the merged dataset needs none
 			}
-			name := dataset.ShardName(len(shards))
-			if err := os.Link(filepath.Join(p.dir, e.Name), filepath.Join(out, name)); err != nil {
-				return Summary{}, fmt.Errorf("merge: link %s into %s (parts and output must be on one filesystem): %w",
-					filepath.Join(p.dir, e.Name), out, err)
+			// Linked under its final name, so that Finalize renames nothing and the file stamped is the one hashed.
+			name := dataset.DataFileName(len(shards), total)
+			ls, err := linkVerified(p.dir, e, out, name)
+			if err != nil {
+				return Summary{}, err
 			}
+			linked = append(linked, ls)
 			shards = append(shards, dataset.ShardInfo{
 				Name: name, Rows: e.Rows, Tokens: e.Tokens, Bytes: e.Size, Hash: e.ContentHash,
 				Lengths: lengths, Batches: e.Batches,
@@ -88,11 +105,97 @@ func Merge(out string, dirs []string, opts Options) (Summary, error) {
 	if err := dataset.Finalize(out, shards, ordered[0].task.Writer); err != nil {
 		return Summary{}, fmt.Errorf("merge: %w", err)
 	}
+	// Finalize stamped the shards as they were when it ran: that vouches for the bytes hashed above only if no
+	// shard changed since it was hashed. Otherwise the merge fails and takes its index and stamp away.
+	for _, ls := range linked {
+		fi, err := os.Lstat(ls.path)
+		if err != nil || !sameStat(fi, ls.stat) {
+			return Summary{}, errors.Join(
+				fmt.Errorf("merge: shard %s changed while the merge ran (after it was hashed); nothing was stamped: run the merge again", ls.path),
+				removeQuiet(filepath.Join(out, dataset.StateFile)), removeQuiet(filepath.Join(out, dataset.IndexFile)),
+				removeQuiet(filepath.Join(out, dataset.StampFile)))
+		}
+	}
 	ix, err := dataset.ReadIndex(out)
 	if err != nil {
 		return Summary{}, fmt.Errorf("merge: %w", err)
 	}
 	return Summary{Parts: len(parts), Shards: len(ix.Shards), Rows: ix.Rows(), Fingerprint: ix.Fingerprint()}, nil
+}
+
+// testHook, when set by a test, runs at the named points of linkVerified ("linked", "hashed") with the path of
+// the shard in the output.
+var testHook func(point, path string)
+
+type linkedShard struct {
+	path string
+	stat os.FileInfo // after hashing
+}
+
+// linkVerified hard-links part shard e (a regular file, never through a symbolic link) into out under name and
+// hashes the linked file from the descriptor it opened, so the bytes checked against the part's index are the
+// bytes of the file now in out. It returns the file's stat after hashing.
+func linkVerified(partDir string, e dataset.ShardEntry, out, name string) (linkedShard, error) {
+	src, err := dataset.ShardPath(partDir, e.Name)
+	if err != nil {
+		return linkedShard{}, fmt.Errorf("%w: part %s: %w", ErrParts, partDir, err)
+	}
+	f, fi, err := safename.OpenRegular(src)
+	if err != nil {
+		return linkedShard{}, fmt.Errorf("%w: part %s: shard %s: %w", ErrParts, partDir, e.Name, err)
+	}
+	defer f.Close()
+	dst := filepath.Join(out, name)
+	if err := os.Link(src, dst); err != nil {
+		return linkedShard{}, fmt.Errorf("merge: link %s into %s (parts and output must be on one filesystem): %w", src, out, err)
+	}
+	// The name may have been swapped between the open and the link: the link must be the file opened.
+	lfi, err := os.Lstat(dst)
+	if err != nil || !lfi.Mode().IsRegular() || !os.SameFile(fi, lfi) {
+		return linkedShard{}, fmt.Errorf("%w: part %s: shard %s was replaced while it was linked", ErrParts, partDir, src)
+	}
+	if testHook != nil {
+		testHook("linked", dst)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, io.NewSectionReader(f, 0, math.MaxInt64))
+	if err != nil {
+		return linkedShard{}, fmt.Errorf("merge: hash %s: %w", src, err)
+	}
+	var d dataset.Digest
+	h.Sum(d[:0])
+	if n != e.Size || d != e.ContentHash {
+		return linkedShard{}, fmt.Errorf("%w: part %s: shard %s was modified after it was written (%d bytes, sha256 %s; its gload.index says %d, %s)",
+			ErrParts, partDir, src, n, d, e.Size, e.ContentHash)
+	}
+	if testHook != nil {
+		testHook("hashed", dst)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return linkedShard{}, fmt.Errorf("merge: %w", err)
+	}
+	if !sameStat(after, lfi) {
+		return linkedShard{}, fmt.Errorf("%w: part %s: shard %s changed while it was hashed", ErrParts, partDir, src)
+	}
+	return linkedShard{path: dst, stat: after}, nil
+}
+
+// sameStat: the same file, unchanged (size, modification and change times).
+func sameStat(a, b os.FileInfo) bool {
+	if !os.SameFile(a, b) || a.Size() != b.Size() || !a.ModTime().Equal(b.ModTime()) {
+		return false
+	}
+	sa, ok1 := a.Sys().(*syscall.Stat_t)
+	sb, ok2 := b.Sys().(*syscall.Stat_t)
+	return !ok1 || !ok2 || sa.Ctim == sb.Ctim
+}
+
+func removeQuiet(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // readPart loads a part's task record and index and checks that its shards are what it wrote.
@@ -206,8 +309,8 @@ func prepareOut(out string, overwrite bool) error {
 			return fmt.Errorf("merge: --overwrite: %s holds %s, which gload did not write; refusing to empty it", out, n)
 		}
 	}
-	// The index first: from here on the directory does not look complete.
-	for _, n := range append([]string{dataset.IndexFile}, names(ents)...) {
+	// The commit point (state.json) and the index first: from here on the directory does not look complete.
+	for _, n := range append([]string{dataset.StateFile, dataset.IndexFile}, names(ents)...) {
 		if err := os.Remove(filepath.Join(out, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("merge: --overwrite: %w", err)
 		}

@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // InterruptedRun describes a dataset directory that a tokenize run has not finished (killed, failed, or still
@@ -20,26 +21,15 @@ type InterruptedRun struct {
 	Finished  bool // every record was written; only finalisation remained
 }
 
-// maxJournalBytes bounds what Interrupted reads: a journal lists one small entry per shard (a few hundred bytes).
-const maxJournalBytes = 64 << 20
-
 // Interrupted reads dir's tokenize journal. It returns (nil, nil) when dir has none.
 func Interrupted(dir string) (*InterruptedRun, error) {
 	path := filepath.Join(dir, journalName)
-	f, err := os.Open(path)
+	data, err := safename.ReadFile(path, maxJournalBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxJournalBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxJournalBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes, not a gload journal", path, maxJournalBytes)
 	}
 	var j journal
 	if err := json.Unmarshal(data, &j); err != nil {

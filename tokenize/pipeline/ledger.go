@@ -6,11 +6,14 @@ package pipeline
 // therefore makes the run fail instead of finalising a complete-looking dataset.
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
 	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/tokenize/corpus"
 )
 
 // tally is what one side saw of one input file.
@@ -120,4 +123,67 @@ func checkLedgers(r *readLedger, w *writeLedger, stats *Stats, shards []dataset.
 	}
 	return fmt.Errorf("tokenize: the end-to-end count does not balance, so the dataset was not finalized: %s",
 		strings.Join(bad, "; "))
+}
+
+// proveFinished decides whether a resumed run has nothing left to read, from the input rather than from the
+// journal's word: the reader opened at the journal's position must be at the end of every input. When it is, the
+// journal's account must also balance against the input as a fresh run's does at its end: the input holds exactly
+// the records the journal counted (one framing pass over it, no tokenizing), written + skipped = read, and the
+// shards hold the rows and tokens counted. It returns false (resume the run) when more input follows, and an
+// error, naming the journal's figures and the input's, when the account does not balance.
+func proveFinished(plan *corpus.Plan, j *journal) (bool, error) {
+	r, err := plan.Open(j.Next)
+	if err != nil {
+		return false, fmt.Errorf("tokenize: --resume: the journal's position: %w", err)
+	}
+	_, err = r.Next()
+	done := r.FilesDone()
+	r.Close()
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("tokenize: --resume: %w", err)
+	}
+	var bad []string
+	if done != len(plan.Files) {
+		bad = append(bad, fmt.Sprintf("the reader finished %d of %d inputs", done, len(plan.Files)))
+	}
+	all, err := plan.Open(corpus.Position{})
+	if err != nil {
+		return false, fmt.Errorf("tokenize: --resume: %w", err)
+	}
+	var records int64
+	for {
+		_, err := all.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			all.Close()
+			return false, fmt.Errorf("tokenize: --resume: counting the input: %w", err)
+		}
+		records++
+	}
+	all.Close()
+	s := &j.Stats
+	if records != s.Documents {
+		bad = append(bad, fmt.Sprintf("the input holds %d records, the journal accounts for %d", records, s.Documents))
+	}
+	if s.Documents != s.SkippedTotal()+s.Written {
+		bad = append(bad, fmt.Sprintf("%d documents, but %d skipped + %d written", s.Documents, s.SkippedTotal(), s.Written))
+	}
+	var rows, tokens int64
+	for _, sh := range j.Shards {
+		rows += sh.Rows
+		tokens += sh.Tokens
+	}
+	if rows != s.Rows || tokens != s.Tokens {
+		bad = append(bad, fmt.Sprintf("the shards hold %d rows (%d tokens), the journal counted %d (%d)", rows, tokens, s.Rows, s.Tokens))
+	}
+	if len(bad) > 0 {
+		return false, fmt.Errorf("tokenize: --resume: the journal's account does not balance against the input, so the dataset "+
+			"was not finalized (start again with --overwrite): %s", strings.Join(bad, "; "))
+	}
+	return true, nil
 }

@@ -184,8 +184,20 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		task.Writer, st.task = st.wopts, task
 	}
 	sum := Summary{Out: opts.Out, Resumed: st.resumed}
+	if st.resumed {
+		// The journal's "finished" is a claim, not a proof: finished is what the input and the counts show.
+		done, err := proveFinished(plan, &st.j)
+		if err != nil {
+			return sum, err
+		}
+		if st.j.Finished && !done {
+			log.Warn("the journal says finished, but the input goes on after its position: resuming the run",
+				"journal", st.journalPath(), "next_file", st.j.Next.File, "next_record", st.j.Next.Record)
+		}
+		st.j.Finished = done
+	}
 	if st.j.Finished {
-		// Every record was written before the interruption; only finalizing remains.
+		// Every record was written before the interruption (proven above); only finalizing remains.
 		if err := finalize(&opts, st); err != nil {
 			return sum, err
 		}
@@ -586,10 +598,12 @@ func (w *writer) closeShard() error {
 // Test hooks, set only by tests: testHookShardClosed runs after each shard is closed and journaled (on the
 // closer's goroutine);
 // testHookChunkQueued runs on the reader goroutine right after it handed a chunk to the workers;
-// testHookLedger may alter the reader's ledger before the end-to-end check (to prove the check refuses).
+// testHookLedger may alter the reader's ledger before the end-to-end check (to prove the check refuses);
+// testHookFinalized runs after dataset.Finalize, before the journal is removed: an error stands for a crash there.
 var (
 	testHookShardClosed, testHookChunkQueued func()
 	testHookLedger                           func(*readLedger)
+	testHookFinalized                        func() error
 )
 
 // closeLast closes the last shard (or writes the empty one of an empty corpus), waits for every close and
@@ -641,6 +655,13 @@ func finalize(o *Options, st *state) error {
 	}
 	if err := dataset.Finalize(o.Out, st.j.Shards, st.wopts); err != nil {
 		return err
+	}
+	// state.json is in place: the dataset is complete (loader/dataset/doc.go). The journal is bookkeeping now; a
+	// crash before its removal leaves a complete dataset that --resume tidies (it finalizes again, idempotently).
+	if testHookFinalized != nil {
+		if err := testHookFinalized(); err != nil {
+			return err
+		}
 	}
 	if err := os.Remove(st.journalPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("tokenize: remove %s: %w", st.journalPath(), err)

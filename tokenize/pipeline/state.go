@@ -12,10 +12,16 @@ import (
 
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize/corpus"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // journalName is the resume journal: present only while a run is unfinished.
 const journalName = "gload.progress.json"
+
+// maxJournalBytes bounds the journal read by --resume: it lists every shard with its per-row lengths, so it grows
+// with the dataset (about 5 bytes a row); a gload.index of the same dataset is smaller.
+const maxJournalBytes = 4 << 30
 
 // journalVersion 3: shard content hashes are SHA-256 (2: Stats.Written; 1 held CRC-64s).
 const journalVersion = 3
@@ -46,7 +52,7 @@ func (s *state) save() error { return saveJournal(s.journalPath(), &s.j) }
 
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := safename.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("tokenize: write %s: %w", path, err)
 	}
@@ -113,7 +119,7 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 	case len(entries) == 0:
 		// Nothing completed yet (a run killed at its very start, or a new directory): --resume starts afresh.
 	case o.Resume:
-		data, err := os.ReadFile(st.journalPath())
+		data, err := safename.ReadFile(st.journalPath(), maxJournalBytes)
 		if errors.Is(err, os.ErrNotExist) {
 			if _, serr := os.Stat(filepath.Join(o.Out, "state.json")); serr == nil {
 				return nil, fmt.Errorf("tokenize: --resume: %s is already a complete dataset", o.Out)
@@ -135,6 +141,11 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		}
 		if st.j.Version != journalVersion {
 			return nil, fmt.Errorf("tokenize: --resume: journal version %d, want %d", st.j.Version, journalVersion)
+		}
+		for i, s := range st.j.Shards {
+			if err := dataset.CheckShardName(s.Name); err != nil {
+				return nil, fmt.Errorf("tokenize: --resume: %s: shard %d: %w", st.journalPath(), i, err)
+			}
 		}
 		if st.j.Config != cfg {
 			return nil, fmt.Errorf("tokenize: --resume: the inputs, tokenizer or flags differ from the interrupted run; start again with --overwrite")
@@ -185,7 +196,7 @@ func withoutLock(entries []os.DirEntry) []os.DirEntry {
 // an interrupted Finalize, or not yet).
 func verifyJournaled(dir string, shards []dataset.ShardInfo) error {
 	for i, s := range shards {
-		if _, err := os.Stat(filepath.Join(dir, s.Name)); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(dir, s.Name)); errors.Is(err, os.ErrNotExist) {
 			s.Name = dataset.DataFileName(i, len(shards))
 		}
 		if err := dataset.VerifyShard(dir, s); err != nil {

@@ -22,6 +22,8 @@ import (
 
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize/corpus"
+
+	"github.com/gload/gload/internal/safename"
 )
 
 // TaskFile describes a dataset part: which task of how many wrote it, from what.
@@ -133,7 +135,7 @@ func writeTask(dir string, t *Task) error {
 
 // ReadTask reads a part's task record.
 func ReadTask(dir string) (*Task, error) {
-	b, err := os.ReadFile(filepath.Join(dir, TaskFile))
+	b, err := safename.ReadFile(filepath.Join(dir, TaskFile), safename.MaxMetaBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,179 @@
+package objstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gload/gload/loader/objstore"
+	"github.com/gload/gload/loader/objstore/s3test"
+)
+
+// hostileS3 is a minimal S3 endpoint on loopback (HEAD bucket, HEAD and GET object, nothing signed is checked)
+// whose GET misbehaves as get says; HEAD states size.
+func hostileS3(t *testing.T, size int64, get func(w http.ResponseWriter, r *http.Request)) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var gets atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 2)
+		if len(parts) < 2 || parts[1] == "" { // the bucket
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("ETag", `"0123456789abcdef0123456789abcdef"`)
+		w.Header().Set("Last-Modified", time.Unix(1700000000, 0).UTC().Format(http.TimeFormat))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		switch r.Method {
+		case http.MethodHead:
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			w.WriteHeader(http.StatusOK)
+		case http.MethodGet:
+			gets.Add(1)
+			get(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &gets
+}
+
+func openHostile(t *testing.T, endpoint string, cfg objstore.Config) *objstore.Store {
+	t.Helper()
+	s3test.SetEnv(t, endpoint)
+	cfg.Endpoint, cfg.MaxRetries = endpoint, 1
+	st, err := objstore.Open(context.Background(), objstore.URL{Bucket: "hostile", Prefix: "ds"}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A server that sends more than the object's size (here: a GET that claims and streams 1 TiB for a 5000-byte
+// object) is cut off after size+1 bytes, with an error naming the object and both sizes (issue 34 item 5).
+func TestDownloadTooMuchIsCutOff(t *testing.T) {
+	const size = 5000
+	var sent atomic.Int64
+	srv, _ := hostileS3(t, size, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(int64(1)<<40))
+		w.WriteHeader(http.StatusOK)
+		buf := make([]byte, 64<<10)
+		for sent.Load() < 1<<30 { // until the client hangs up (or 1 GiB: the old code's fate)
+			n, err := w.Write(buf)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	})
+	st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: time.Minute})
+	dst := filepath.Join(t.TempDir(), "shard.arrow")
+	_, err := st.Download(context.Background(), "shard.arrow", dst, objstore.DownloadOptions{Size: size})
+	if !errors.Is(err, objstore.ErrTooLarge) {
+		t.Fatalf("Download: %v, want ErrTooLarge", err)
+	}
+	for _, want := range []string{"s3://hostile/ds/shard.arrow", "5000"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Error("a file was left under the destination name")
+	}
+	ents, _ := os.ReadDir(filepath.Dir(dst))
+	for _, e := range ents {
+		t.Errorf("left behind: %s", e.Name())
+	}
+	t.Logf("%v; server sent %d bytes before the client hung up", err, sent.Load())
+	if sent.Load() >= 1<<30 {
+		t.Errorf("the client read %d bytes of a 5000-byte object", sent.Load())
+	}
+}
+
+// The store stating a size other than the one gload.index recorded fails before any byte is fetched.
+func TestDownloadStatedSizeMismatch(t *testing.T) {
+	srv, gets := hostileS3(t, 3<<30, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	st := openHostile(t, srv.URL, objstore.Config{})
+	_, err := st.Download(context.Background(), "shard.arrow", filepath.Join(t.TempDir(), "x"), objstore.DownloadOptions{Size: 5800000})
+	if !errors.Is(err, objstore.ErrTooLarge) || !strings.Contains(err.Error(), "3221225472") || !strings.Contains(err.Error(), "5800000") {
+		t.Fatalf("Download: %v", err)
+	}
+	if gets.Load() != 0 {
+		t.Errorf("%d GETs for an object of the wrong size", gets.Load())
+	}
+}
+
+// A server that sends some bytes and then stalls fails the attempt after the idle timeout (and each retry
+// likewise), instead of hanging; so does one that stalls before its response headers.
+func TestDownloadStallTimesOut(t *testing.T) {
+	const size = 5000
+	for _, tc := range []struct {
+		name string
+		get  func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"after 1000 bytes", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			w.WriteHeader(http.StatusOK)
+			w.Write(make([]byte, 1000))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}},
+		{"before headers", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, gets := hostileS3(t, size, tc.get)
+			st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: 300 * time.Millisecond, MinRate: 1}) // deadline: 5000 s
+			done := make(chan error, 1)
+			go func() {
+				_, err := st.Download(context.Background(), "shard.arrow", filepath.Join(t.TempDir(), "x"),
+					objstore.DownloadOptions{Size: size, Attempts: 2})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, objstore.ErrStalled) || !strings.Contains(err.Error(), "shard.arrow") {
+					t.Fatalf("Download: %v, want ErrStalled naming the object", err)
+				}
+				if gets.Load() < 2 {
+					t.Errorf("%d GETs: the stalled attempt was not retried", gets.Load())
+				}
+			case <-time.After(2 * time.Minute): // a hang, not a slow machine
+				t.Fatal("Download still waiting on a stalled server after 2 minutes")
+			}
+		})
+	}
+}
+
+// A server that trickles steadily (never idle) is ended by the overall deadline IdleTimeout + size/MinRate.
+func TestDownloadTrickleHitsDeadline(t *testing.T) {
+	const size = 100000
+	srv, _ := hostileS3(t, size, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		w.WriteHeader(http.StatusOK)
+		for i := 0; i < size; i++ {
+			if _, err := w.Write([]byte{0}); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	// 100 kB at 1 MB/s: 0.1 s, plus 2 s; the server needs 2000 s. A byte every 20 ms is never 2 s idle, even on a
+	// loaded machine.
+	st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: 2 * time.Second, MinRate: 1e6})
+	_, err := st.Download(context.Background(), "shard.arrow", filepath.Join(t.TempDir(), "x"),
+		objstore.DownloadOptions{Size: size, Attempts: 1})
+	if !errors.Is(err, objstore.ErrTooSlow) {
+		t.Fatalf("Download: %v, want ErrTooSlow", err)
+	}
+}
