@@ -426,6 +426,46 @@ a_remote_bind() {
 	[ $rc != 0 ] && [ $rc != 124 ] && [[ $out == *allow-remote* ]] && pass "refused without --allow-remote" || fail "rc=$rc ${out:0:100}"
 }
 
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 34, items 4, 10 and 11: bounded work (plans, added tokens, config files, normalizers)
+# ---------------------------------------------------------------------------------------------------------------
+# mixplan KWARGS: one batch of the mixture ds:1,ds2:1 with the given Loader kwargs; prints the error or OK.
+mixplan() {
+	pyc "
+import gload
+try:
+    next(iter(gload.Loader('unix://$SOCK',{'ds':1,'ds2':1},batch_size=8,transport='grpc',$1))); print('OK')
+except Exception as e: print('ERR', str(e).replace(chr(10),' ')[:300])" 2>&1
+}
+# term_within SECONDS: SIGTERM the server; true when it has exited within SECONDS.
+term_within() {
+	kill -TERM "$SERVE_PID" 2>/dev/null
+	for _ in $(seq $(($1 * 10))); do kill -0 "$SERVE_PID" 2>/dev/null || { wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""; return 0; }; sleep 0.1; done
+	kill -9 "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
+	return 1
+}
+a_mix_overflow() { # 34.4: epoch_samples 2^63-1 overflowed apportion and spun forever, deaf to SIGTERM
+	serve --dataset ds2="$W/ds" --drain-timeout 2s || { fail "serve did not start"; return; }
+	local out bad=""
+	for kw in "epoch_samples=2**63-1" "epoch_samples=2**31-1" "mix_by='tokens',epoch_tokens=2**63-1" "mix_by='tokens',epoch=2**32-1"; do
+		out=$(mixplan "$kw")
+		[[ $out == ERR*max-mixture-rows* ]] || [[ $out == ERR*"at most 2147483648"* ]] || bad+="$kw: ${out:0:120}; "
+	done
+	if ! term_within 10; then fail "SIGTERM did not end the server within 10 s; ${bad}"
+	elif [ -n "$bad" ]; then fail "$bad"
+	else pass "4 overflowing epoch lengths/epochs refused at once naming the limit; SIGTERM ended the server"; fi
+}
+a_mix_abandoned() { # 34.4: a legal but long plan (mix_by=tokens, epoch 120000) whose client died, then SIGTERM
+	serve --dataset ds2="$W/ds" --drain-timeout 1s || { fail "serve did not start"; return; }
+	mixplan "mix_by='tokens',epoch=120000" >/dev/null 2>&1 &
+	local cp=$!
+	sleep 2
+	killtree "$cp"; wait "$cp" 2>/dev/null
+	local t0=$SECONDS
+	if term_within 15; then pass "client killed mid-plan; SIGTERM ended the server in $((SECONDS - t0)) s"
+	else fail "server still running 15 s after SIGTERM (planning for nobody)"; fi
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -457,5 +497,7 @@ attack "held: slowloris (300 trickling conns)" a_slowloris
 attack "held: never-acking shm clients" a_shm_never_ack
 attack "held: kill -9 of 50 clients" a_kill50
 attack "held: remote bind refused" a_remote_bind
+attack "34.4 mixture epoch overflow + SIGTERM" a_mix_overflow
+attack "34.4 abandoned long plan + SIGTERM" a_mix_abandoned
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS
