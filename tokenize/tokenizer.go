@@ -17,20 +17,17 @@
 package tokenize
 
 import (
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gload/gload/internal/readcap"
 	"github.com/gload/gload/tokenize/decode"
 	"github.com/gload/gload/tokenize/model"
 	"github.com/gload/gload/tokenize/normalize"
@@ -93,24 +90,37 @@ func LoadWith(path string, opts Options) (*Tokenizer, error) {
 	return tok, nil
 }
 
-// ReadFile returns the bytes of a tokenizer.json file, gunzipping it when it is gzip-compressed.
+// Size caps of the files a tokenizer is read from (after gunzip too): the
+// largest real tokenizer.json files are about 35 MB, tokenizer_config.json
+// files and chat templates a few MB at most.
+const (
+	MaxTokenizerFileBytes = 128 << 20
+	MaxConfigFileBytes    = 16 << 20
+)
+
+// ReadFile returns the bytes of a tokenizer.json file, gunzipping it when it
+// is gzip-compressed; a file (or a pipe, or a device) of more than
+// MaxTokenizerFileBytes is an error naming it and the cap.
 func ReadFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCapped(path, readcap.Limit{Bytes: MaxTokenizerFileBytes, Name: "tokenize.MaxTokenizerFileBytes"})
 	if err != nil {
 		return nil, fmt.Errorf("read tokenizer: %w", err)
 	}
-	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("read tokenizer %s: %w", path, err)
-		}
-		plain, err := io.ReadAll(zr)
-		if err != nil {
-			return nil, fmt.Errorf("read tokenizer %s: gunzip: %w", path, err)
-		}
-		data = plain
-	}
 	return data, nil
+}
+
+// ReadConfigFile is ReadFile for a tokenizer_config.json or a chat template,
+// capped at MaxConfigFileBytes.
+func ReadConfigFile(path string) ([]byte, error) {
+	return readCapped(path, readcap.Limit{Bytes: MaxConfigFileBytes, Name: "tokenize.MaxConfigFileBytes"})
+}
+
+func readCapped(path string, l readcap.Limit) ([]byte, error) {
+	data, err := readcap.File(path, l)
+	if err == nil && readcap.IsGzip(data) {
+		data, err = readcap.Gunzip(data, path, l)
+	}
+	return data, err
 }
 
 type fileJSON struct {
