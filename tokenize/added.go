@@ -92,13 +92,10 @@ func newAddedVocab(list []addedTokenJSON, n normalize.Normalizer, splitSpecial b
 			continue // matched as plain text
 		}
 		if a.normalized {
-			key := a.content
-			if n != nil {
-				key = n.Normalize(key)
-			}
-			if len(key) > MaxAddedTokenBytes {
-				return nil, fmt.Errorf("%w: added_tokens[%d]: \"content\" normalizes to %d bytes, more than the limit of %d bytes per added token (MaxAddedTokenBytes)",
-					ErrInvalid, i, len(key), MaxAddedTokenBytes)
+			key, err := normalize.Apply(n, a.content, MaxAddedTokenBytes)
+			if err != nil {
+				return nil, fmt.Errorf("%w: added_tokens[%d]: \"content\" normalizes to more than the limit of %d bytes per added token (MaxAddedTokenBytes): %w",
+					ErrInvalid, i, MaxAddedTokenBytes, err)
 			}
 			if key != "" {
 				v.norm.insert(key, i)

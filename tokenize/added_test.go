@@ -139,7 +139,7 @@ func TestAddedTokenLimits(t *testing.T) {
 			"added_tokens[4096]: added tokens of more than 16777216 bytes together (MaxAddedTokensBytes)"},
 		{"tokens at the total", tokJSON("", many(MaxAddedTokensBytes/MaxAddedTokenBytes, MaxAddedTokenBytes)...), ""},
 		{"normalization amplifies", tokJSON(`{"type": "Replace", "pattern": {"String": "y"}, "content": "`+strings.Repeat("z", 100)+`"}`, strings.Repeat("y", 100)),
-			`added_tokens[0]: "content" normalizes to 10000 bytes, more than the limit of 4096 bytes per added token`},
+			`added_tokens[0]: "content" normalizes to more than the limit of 4096 bytes per added token (MaxAddedTokenBytes): normalizer: normalized text of more than 4096 bytes from 100 bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok, err := FromBytes(tc.js, Options{})

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/gload/gload/tokenize/normalize"
 	"github.com/gload/gload/tokenize/pretok"
 	"github.com/gload/gload/tokenize/tokjson"
 )
@@ -32,6 +33,7 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 	defer t.putSession(s)
 	s.raw = t.added.split(s.raw[:0], text, false)
 	defer func() { clear(s.raw); clear(s.norm); clear(s.words) }()
+	budget := normalizeBudget(len(text))
 	var inner []int // normalized byte offsets of the cuts inside the current piece
 	for i, p := range s.raw {
 		pos := offsetIn(text, p.text)
@@ -48,7 +50,10 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 		normalized := p.text
 		inner = inner[:0]
 		if t.normalizer != nil {
-			normalized = t.normalizer.Normalize(p.text)
+			var err error
+			if normalized, err = normalize.Apply(t.normalizer, p.text, budget); err != nil {
+				return dst, regions, fmt.Errorf("tokenize: %w", err)
+			}
 		}
 		for _, c := range cuts {
 			if c <= pos || c >= pos+len(p.text) {
@@ -56,13 +61,17 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 			}
 			head := p.text[:c-pos]
 			if t.normalizer != nil {
-				head = t.normalizer.Normalize(head)
+				var err error
+				if head, err = normalize.Apply(t.normalizer, head, budget); err != nil {
+					return dst, regions, fmt.Errorf("tokenize: %w", err)
+				}
 			}
 			if !strings.HasPrefix(normalized, head) {
 				return dst, regions, fmt.Errorf("tokenize: EncodeRegions: the normalizer joins the text across byte %d (a segment edge): labels there would be a guess", c)
 			}
 			inner = append(inner, len(head))
 		}
+		budget -= len(normalized)
 		region := func(ns int) int32 { return int32(base + countAtOrBefore(inner, ns)) }
 		s.norm = t.added.split(s.norm[:0], normalized, true)
 		for j, q := range s.norm {

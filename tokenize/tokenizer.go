@@ -262,8 +262,25 @@ func (t *Tokenizer) putSession(s *session) {
 	}
 }
 
+// Bounds of normalization: the normalized text of one document may be at
+// most NormalizeGrowth times its length plus NormalizeSlack bytes, and never
+// more than MaxNormalizedBytes; a document past them fails to encode with a
+// *normalize.LimitError naming the normalizer (tokenize skips it). Real
+// normalizers grow text by a small factor (NFKC of the worst code point:
+// about 11×; SentencePiece's "▁": 3×).
+const (
+	NormalizeGrowth    = 32
+	NormalizeSlack     = 64 << 10
+	MaxNormalizedBytes = 256 << 20
+)
+
+// normalizeBudget is the most normalized bytes a document of n bytes may
+// become.
+func normalizeBudget(n int) int { return min(MaxNormalizedBytes, NormalizeGrowth*n+NormalizeSlack) }
+
 func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) (_ []int32, err error) {
 	s.raw = t.added.split(s.raw[:0], text, false)
+	budget := normalizeBudget(len(text))
 pieces:
 	for i, p := range s.raw {
 		if p.id >= 0 {
@@ -272,7 +289,10 @@ pieces:
 		}
 		normalized := p.text
 		if t.normalizer != nil {
-			normalized = t.normalizer.Normalize(normalized)
+			if normalized, err = normalize.Apply(t.normalizer, normalized, budget); err != nil {
+				break pieces
+			}
+			budget -= len(normalized)
 		}
 		s.norm = t.added.split(s.norm[:0], normalized, true)
 		for j, q := range s.norm {

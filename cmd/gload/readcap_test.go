@@ -110,3 +110,50 @@ func TestConfigFilesCapped(t *testing.T) {
 		})
 	}
 }
+
+// TestNormalizerAmplificationSkipped (issue 34 item 11): a tokenizer.json
+// whose normalizers amplify text (chained Replace, a huge Prepend) makes
+// tokenize skip the documents they would blow up, naming the normalizer's
+// JSON path, and write the others.
+func TestNormalizerAmplificationSkipped(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, normalizer, path string
+	}{
+		{"chained Replace", `{"type": "Sequence", "normalizers": [{"type": "NFC"},
+			{"type": "Replace", "pattern": {"String": "a"}, "content": "` + strings.Repeat("a", 64) + `"},
+			{"type": "Replace", "pattern": {"String": "a"}, "content": "` + strings.Repeat("a", 64) + `"}]}`, "normalizer.normalizers[2]"},
+		{"huge Prepend", `{"type": "Prepend", "prepend": "` + strings.Repeat("p", 200_000) + `"}`, "normalizer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			tok := filepath.Join(sub, "tokenizer.json")
+			js := `{"added_tokens": [], "normalizer": ` + tc.normalizer + `, "pre_tokenizer": {"type": "Whitespace"},
+				"model": {"type": "WordLevel", "vocab": {"hello": 0, "[UNK]": 1}, "unk_token": "[UNK]"}}`
+			if err := os.WriteFile(tok, []byte(js), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			in := filepath.Join(sub, "in.jsonl")
+			body := `{"text": "hello"}` + "\n" + `{"text": "` + strings.Repeat("a", 1000) + `"}` + "\n" + `{"text": "hello hello"}` + "\n"
+			if strings.Contains(tc.name, "Prepend") {
+				body = `{"text": "hello"}` + "\n"
+			}
+			if err := os.WriteFile(in, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, errs, code := gload(t, "", "tokenize", "--tokenizer", tok, "--out", filepath.Join(sub, "out"), in)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if !strings.Contains(out, "skipped  normalized too large: 1") {
+				t.Fatalf("no document skipped as normalized too large:\n%s", out)
+			}
+			if !strings.Contains(errs, tc.path+": normalized text of more than") {
+				t.Fatalf("the skip does not name %s:\n%s", tc.path, errs)
+			}
+		})
+	}
+}
