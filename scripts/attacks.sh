@@ -466,6 +466,57 @@ a_mix_abandoned() { # 34.4: a legal but long plan (mix_by=tokens, epoch 120000) 
 	else fail "server still running 15 s after SIGTERM (planning for nobody)"; fi
 }
 
+# capped CMD...: runs a gload command under a 4 GB address-space limit and /usr/bin/time; sets OUT, RC, RSS (kB).
+capped() {
+	OUT=$(timeout 120 /usr/bin/time -f 'maxrss=%MkB' prlimit --as=4000000000 "$BIN" "$@" 2>&1); RC=$?
+	RSS=$(grep -o 'maxrss=[0-9]*' <<<"$OUT" | tail -1 | cut -d= -f2)
+}
+a_added_10mb() { # 34.10: a 10 MB added token took 1.9 GB and 20 s (100 MB: fatal OOM)
+	"$PY" -c "
+import json
+t=json.load(open('$TOK'))
+t['added_tokens'].append({'id':999999,'content':'x'*(10<<20),'single_word':False,'lstrip':False,'rstrip':False,'normalized':False,'special':True})
+json.dump(t,open('$W/added10.json','w'))"
+	capped encode --tokenizer "$W/added10.json" </dev/null
+	[ $RC != 0 ] && [[ $OUT == *MaxAddedTokenBytes* ]] && [ "${RSS:-0}" -lt 500000 ] && pass "refused naming MaxAddedTokenBytes, peak RSS ${RSS} kB" || fail "rc=$RC rss=${RSS}kB ${OUT:0:140}"
+}
+a_tokenizer_dev_zero() { # 34.11: --tokenizer /dev/zero was a fatal OOM
+	echo '{"text":"hello"}' >"$W/one.jsonl"
+	capped tokenize --quiet --tokenizer /dev/zero --out "$W/z1.out" "$W/one.jsonl"
+	[ $RC != 0 ] && [[ $OUT == *MaxTokenizerFileBytes* ]] && [[ $OUT != *"fatal error"* ]] && pass "refused naming /dev/zero and the cap, peak RSS ${RSS} kB" || fail "rc=$RC rss=${RSS}kB ${OUT:0:140}"
+}
+a_template_dev_zero() { # 34.11: --chat-template /dev/zero was a fatal OOM
+	echo '[{"role":"user","content":"hi"}]' >"$W/chat1.jsonl"
+	capped tokenize --quiet --tokenizer "$TOK" --format chat --chat-template /dev/zero --out "$W/z2.out" "$W/chat1.jsonl"
+	[ $RC != 0 ] && [[ $OUT == *MaxConfigFileBytes* ]] && [[ $OUT != *"fatal error"* ]] && pass "refused naming /dev/zero and the cap, peak RSS ${RSS} kB" || fail "rc=$RC rss=${RSS}kB ${OUT:0:140}"
+}
+a_stdin_dev_zero() { # 34.11: gload encode (and tokenize) reading /dev/stdin < /dev/zero
+	capped encode --tokenizer "$TOK" </dev/zero
+	local enc="rc=$RC rss=${RSS}kB ${OUT:0:100}"
+	[ $RC != 0 ] && [[ $OUT == *"longer than"* ]] && [ "${RSS:-0}" -lt 1000000 ] || { fail "encode: $enc"; return; }
+	capped tokenize --quiet --tokenizer "$TOK" --format jsonl --out "$W/z3.out" /dev/stdin </dev/zero
+	[ $RC != 0 ] && [[ $OUT != *"fatal error"* ]] && ! complete "$W/z3.out" && pass "encode: line over the cap refused (RSS ${RSS} kB); tokenize refuses a non-regular input" || fail "tokenize: rc=$RC ${OUT:0:100}"
+}
+a_normalizer_amp() { # 34.11: chained Replace normalizers (64^4 x) and a huge Prepend were fatal OOMs
+	"$PY" -c "
+import json
+for name, norm in (('amp', {'type':'Sequence','normalizers':[{'type':'Replace','pattern':{'String':'a'},'content':'a'*64}]*4}),
+                   ('prep', {'type':'Prepend','prepend':'p'*(8<<20)})):
+    t={'added_tokens':[],'normalizer':norm,'pre_tokenizer':{'type':'Whitespace'},'model':{'type':'WordLevel','vocab':{'hello':0,'[UNK]':1},'unk_token':'[UNK]'}}
+    json.dump(t,open('$W/%s.json'%name,'w'))
+with open('$W/amp.jsonl','w') as f:
+    f.write(json.dumps({'text':'hello'})+'\n'); f.write(json.dumps({'text':'a'*1000})+'\n')
+    for i in range(200): f.write(json.dumps({'text':'hello '*i + 'a'})+'\n')"
+	local got=""
+	for t in amp prep; do
+		rm -rf "$W/$t.out"
+		capped tokenize --tokenizer "$W/$t.json" --out "$W/$t.out" "$W/amp.jsonl"
+		[ $RC = 0 ] && [[ $OUT == *"normalized too large"* ]] && [[ $OUT == *"normalizer"*"normalized text of more than"* ]] || { fail "$t: rc=$RC rss=${RSS}kB ${OUT:0:160}"; return; }
+		got+="$t: $(grep -o 'skipped  normalized too large: [0-9]*' <<<"$OUT" | head -1), RSS ${RSS} kB; "
+	done
+	pass "documents skipped naming the normalizer's path; $got"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -499,5 +550,10 @@ attack "held: kill -9 of 50 clients" a_kill50
 attack "held: remote bind refused" a_remote_bind
 attack "34.4 mixture epoch overflow + SIGTERM" a_mix_overflow
 attack "34.4 abandoned long plan + SIGTERM" a_mix_abandoned
+attack "34.10 10 MB added token" a_added_10mb
+attack "34.11 --tokenizer /dev/zero" a_tokenizer_dev_zero
+attack "34.11 --chat-template /dev/zero" a_template_dev_zero
+attack "34.11 /dev/stdin < /dev/zero" a_stdin_dev_zero
+attack "34.11 amplifying normalizers" a_normalizer_amp
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS
