@@ -34,6 +34,20 @@ func TestConfigFilesCapped(t *testing.T) {
 		t.Skipf("cannot make a sparse 1 TiB file here: %v", err)
 	}
 	fh.Close()
+	sparse := func(path string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(huge, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A --resume journal and a Hugging Face state.json of 1 TiB.
+	resumeOut := filepath.Join(dir, "resume")
+	sparse(filepath.Join(resumeOut, "gload.progress.json"))
+	hfIn := filepath.Join(dir, "hf")
+	sparse(filepath.Join(hfIn, "state.json"))
 	tok := filepath.Join("..", "..", "examples", "udhr", "tokenizer.json")
 	// A pipe that never ends: a writer of zeros until the reader closes it.
 	fifo := filepath.Join(dir, "fifo")
@@ -78,6 +92,10 @@ func TestConfigFilesCapped(t *testing.T) {
 			[]string{"/dev/zero", "the limit of tokenize.MaxConfigFileBytes"}},
 		{"encode stdin /dev/zero", "/dev/zero", []string{"encode", "--tokenizer", tok},
 			[]string{"stdin: line 1: longer than 67108864 bytes (corpus.DefaultMaxDocBytes"}},
+		{"resume journal of 1 TiB", "", []string{"tokenize", "--quiet", "--tokenizer", tok, "--resume", "--out", resumeOut, in},
+			[]string{"gload.progress.json", "the limit of a tokenize journal"}},
+		{"HF state.json of 1 TiB", "", []string{"tokenize", "--quiet", "--tokenizer", tok, "--out", filepath.Join(dir, "o5"), hfIn},
+			[]string{"state.json", "the limit of a Hugging Face state.json"}},
 		{"mixture file /dev/zero", "", []string{"serve", "--no-gpu-watch", "--dataset", "d=" + dir, "--mixture-file", "/dev/zero",
 			"--listen", "unix://" + filepath.Join(dir, "s.sock")},
 			[]string{"--mixture-file: read /dev/zero: file too large", "gload serve --mixture-file"}},

@@ -15,6 +15,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/gload/gload/internal/readcap"
 )
 
 // Compression names the compression of a line-based input.
@@ -370,7 +372,7 @@ type hfState struct {
 // hfDir adds the shards of a save_to_disk directory in state.json order.
 func (pl *planner) hfDir(d string) {
 	statePath := filepath.Join(d, "state.json")
-	raw, err := os.ReadFile(statePath)
+	raw, err := readcap.File(statePath, readcap.Limit{Bytes: 64 << 20, Name: "a Hugging Face state.json"})
 	if err != nil {
 		pl.statProblem(statePath, err)
 		return

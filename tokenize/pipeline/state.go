@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gload/gload/internal/readcap"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize/corpus"
 )
@@ -113,7 +114,7 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 	case len(entries) == 0:
 		// Nothing completed yet (a run killed at its very start, or a new directory): --resume starts afresh.
 	case o.Resume:
-		data, err := os.ReadFile(st.journalPath())
+		data, err := readcap.File(st.journalPath(), readcap.Limit{Bytes: maxJournalBytes, Name: "a tokenize journal"})
 		if errors.Is(err, os.ErrNotExist) {
 			if _, serr := os.Stat(filepath.Join(o.Out, "state.json")); serr == nil {
 				return nil, fmt.Errorf("tokenize: --resume: %s is already a complete dataset", o.Out)
@@ -260,3 +261,7 @@ func removeStray(dir string, keep []dataset.ShardInfo) error {
 	}
 	return nil
 }
+
+// maxJournalBytes bounds the journal --resume reads (a few hundred bytes a
+// shard: about a million shards).
+const maxJournalBytes = 256 << 20

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gload/gload/internal/readcap"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize/corpus"
 )
@@ -133,7 +134,7 @@ func writeTask(dir string, t *Task) error {
 
 // ReadTask reads a part's task record.
 func ReadTask(dir string) (*Task, error) {
-	b, err := os.ReadFile(filepath.Join(dir, TaskFile))
+	b, err := readcap.File(filepath.Join(dir, TaskFile), readcap.Limit{Bytes: 16 << 20, Name: "a part's task file"})
 	if err != nil {
 		return nil, err
 	}
