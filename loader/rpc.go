@@ -179,6 +179,9 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
+		if errors.Is(err, context.Canceled) {
+			return nil, status.Error(codes.Unavailable, "plan: the server is stopping")
+		}
 		if err != nil {
 			return nil, mixStatus("open.mixture", err, s.cfg.MaxMixtureRows)
 		}
