@@ -517,6 +517,19 @@ with open('$W/amp.jsonl','w') as f:
 	pass "documents skipped naming the normalizer's path; $got"
 }
 
+a_added_prefix() { # 34.10 (beyond the report): an added token sharing 4 KB prefixes with the text made matching quadratic
+	"$PY" -c "
+import json
+t=json.load(open('$TOK'))
+t['added_tokens'].append({'id':999999,'content':'a'*4095+'b','single_word':False,'lstrip':False,'rstrip':False,'normalized':False,'special':True})
+json.dump(t,open('$W/addedpfx.json','w'))
+open('$W/pfx.jsonl','w').write(json.dumps({'text':'a'*(4<<20)})+'\\n'+json.dumps({'text':'hello'})+'\\n')"
+	local t0=$SECONDS
+	rm -rf "$W/pfx.out"
+	capped tokenize --tokenizer "$W/addedpfx.json" --out "$W/pfx.out" "$W/pfx.jsonl"
+	[ $RC = 0 ] && [[ $OUT == *"added-token matching passed"* ]] && [ $((SECONDS - t0)) -lt 60 ] && pass "the 4 MB document skipped at the step budget in $((SECONDS - t0)) s" || fail "rc=$RC ${OUT:0:160}"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -551,6 +564,7 @@ attack "held: remote bind refused" a_remote_bind
 attack "34.4 mixture epoch overflow + SIGTERM" a_mix_overflow
 attack "34.4 abandoned long plan + SIGTERM" a_mix_abandoned
 attack "34.10 10 MB added token" a_added_10mb
+attack "34.10 added token sharing 4 KB prefixes" a_added_prefix
 attack "34.11 --tokenizer /dev/zero" a_tokenizer_dev_zero
 attack "34.11 --chat-template /dev/zero" a_template_dev_zero
 attack "34.11 /dev/stdin < /dev/zero" a_stdin_dev_zero

@@ -109,9 +109,23 @@ func newAddedVocab(list []addedTokenJSON, n normalize.Normalizer, splitSpecial b
 	return v, nil
 }
 
+// Matching added tokens looks, at each candidate start, at as many bytes as
+// the text shares with the closest key: a few for real tokenizers, but up to
+// MaxAddedTokenBytes for a hostile one (a key "aaa…ab" in a text of a's).
+// split counts those steps: past AddedScanSteps per byte of text (plus
+// AddedScanSlack) it stops with ErrAddedTokenScan instead of running for
+// hours.
+const (
+	AddedScanSteps = 64
+	AddedScanSlack = 1 << 24
+)
+
+// ErrAddedTokenScan is a text whose added-token matching passed its step budget.
+var ErrAddedTokenScan = fmt.Errorf("tokenizer: added-token matching passed %d steps per byte of text (added tokens that share long prefixes with the text)", AddedScanSteps)
+
 // split appends the pieces of text to dst: added-token matches (from the raw or the normalized set) and the text
-// between them. Empty text pieces are not emitted.
-func (v *addedVocab) split(dst []piece, text string, normalized bool) []piece {
+// between them. Empty text pieces are not emitted. It fails with ErrAddedTokenScan past its step budget.
+func (v *addedVocab) split(dst []piece, text string, normalized bool) ([]piece, error) {
 	t := v.raw
 	if normalized {
 		t = v.norm
@@ -120,11 +134,15 @@ func (v *addedVocab) split(dst []piece, text string, normalized bool) []piece {
 		if text != "" {
 			dst = append(dst, piece{text: text, id: -1})
 		}
-		return dst
+		return dst, nil
 	}
+	budget := AddedScanSteps*len(text) + AddedScanSlack
 	startOffset := 0
 	for pos := 0; pos < len(text); {
-		mStart, mEnd, idx, ok := t.leftmostLongest(text, pos)
+		mStart, mEnd, idx, ok := t.leftmostLongest(text, pos, &budget)
+		if budget < 0 {
+			return dst, ErrAddedTokenScan
+		}
 		if !ok {
 			break
 		}
@@ -154,7 +172,7 @@ func (v *addedVocab) split(dst []piece, text string, normalized bool) []piece {
 	if startOffset < len(text) {
 		dst = append(dst, piece{text: text[startOffset:], id: -1})
 	}
-	return dst
+	return dst, nil
 }
 
 func isWordChar(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) || r == '_' }
@@ -287,8 +305,9 @@ func (t *trie) build() {
 }
 
 // leftmostLongest finds, at or after from, the leftmost position where some key matches and the longest key there.
-// The keys inserted since the last build are not searched.
-func (t *trie) leftmostLongest(s string, from int) (start, end, token int, ok bool) {
+// The keys inserted since the last build are not searched. Every byte
+// compared is taken from *budget; it stops (ok false) once *budget is below 0.
+func (t *trie) leftmostLongest(s string, from int, budget *int) (start, end, token int, ok bool) {
 	for i := from; i < len(s); i++ {
 		if t.firsts == 1 {
 			k := strings.IndexByte(s[i:], t.only)
@@ -299,7 +318,11 @@ func (t *trie) leftmostLongest(s string, from int) (start, end, token int, ok bo
 		} else if !t.first[s[i]] {
 			continue
 		}
-		if e, tok := t.longestAt(s, i); tok >= 0 {
+		e, tok := t.longestAt(s, i, budget)
+		if *budget < 0 {
+			return 0, 0, 0, false
+		}
+		if tok >= 0 {
 			return i, e, int(tok), true
 		}
 	}
@@ -308,10 +331,14 @@ func (t *trie) leftmostLongest(s string, from int) (start, end, token int, ok bo
 
 // longestAt returns the end and token of the longest key that s[i:] starts
 // with (token -1 when none).
-func (t *trie) longestAt(s string, i int) (int, int32) {
+func (t *trie) longestAt(s string, i int, budget *int) (int, int32) {
 	lo, hi := int(t.byFirst[s[i]]), int(t.byFirst[int(s[i])+1])
 	best, bestEnd := int32(-1), 0
+	*budget--
 	for d := 1; lo < hi; d++ {
+		if *budget--; *budget < 0 {
+			break
+		}
 		// keys[lo:hi] all start with s[i:i+d].
 		if len(t.keys[lo]) == d {
 			best, bestEnd = t.tokens[lo], i+d

@@ -75,7 +75,7 @@ func BenchmarkAddedVocab(b *testing.B) {
 			b.SetBytes(int64(len(s)))
 			var dst []piece
 			for b.Loop() {
-				dst = v.split(dst[:0], s, false)
+				dst, _ = v.split(dst[:0], s, false)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTrieLeftmostLongest compares the trie's search (IndexByte when every key starts with one byte, the first-byte
@@ -42,7 +43,8 @@ func TestTrieLeftmostLongest(t *testing.T) {
 		tr.build()
 		for _, s := range texts {
 			for from := 0; from <= len(s); from++ {
-				gs, ge, gt, gok := tr.leftmostLongest(s, from)
+				budget := 1 << 30
+				gs, ge, gt, gok := tr.leftmostLongest(s, from, &budget)
 				ws, we, wt, wok := brute(keys, s, from)
 				if gs != ws || ge != we || gt != wt || gok != wok {
 					t.Fatalf("keys %q, %q from %d: got (%d, %d, %d, %v), want (%d, %d, %d, %v)",
@@ -95,7 +97,8 @@ func TestTrieRandom(t *testing.T) {
 						break scan
 					}
 				}
-				gs, ge, gt, gok := tr.leftmostLongest(s, from)
+				budget := 1 << 30
+				gs, ge, gt, gok := tr.leftmostLongest(s, from, &budget)
 				if gs != ws || ge != we || gt != wt || gok != wok {
 					t.Fatalf("keys %q, %q from %d: got (%d, %d, %d, %v), want (%d, %d, %d, %v)", keys, s, from, gs, ge, gt, gok, ws, we, wt, wok)
 				}
@@ -165,5 +168,38 @@ func TestAddedTokenLimits(t *testing.T) {
 	}
 	if got := tok.Encode("a" + big + big[1:]); fmt.Sprint(got) != "[0 1 0]" {
 		t.Fatalf("Encode: %v, want [0 1 0]", got)
+	}
+}
+
+// TestAddedTokenScanBudget: an added token that shares a long prefix with
+// the text (a key of 4095 a's and a b, in a text of a's) made matching look
+// at 4 KiB at every byte; it now stops at its step budget with
+// ErrAddedTokenScan, and EncodeTo reports it.
+func TestAddedTokenScanBudget(t *testing.T) {
+	key := strings.Repeat("a", MaxAddedTokenBytes-1) + "b"
+	js := fmt.Sprintf(`{"added_tokens": [{"id": 1, "content": %q, "special": true, "normalized": false}],
+		"model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}`, key)
+	tok, err := FromBytes([]byte(js), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("a", 1<<20)
+	done := make(chan error, 1)
+	go func() {
+		_, err := tok.EncodeTo(nil, text, false)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrAddedTokenScan) {
+			t.Fatalf("EncodeTo: %v, want ErrAddedTokenScan", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("matching 1 MB of text still running after two minutes")
+	}
+	// Text that matches, or misses at once, is within budget.
+	ids, err := tok.EncodeTo(nil, "x"+key+strings.Repeat("a", 1000), false)
+	if err != nil || len(ids) != 3 || ids[1] != 1 {
+		t.Fatalf("EncodeTo: %v, %v", ids, err)
 	}
 }

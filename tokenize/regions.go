@@ -31,7 +31,10 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 	lens := t.tokenLengths()
 	s := t.getSession()
 	defer t.putSession(s)
-	s.raw = t.added.split(s.raw[:0], text, false)
+	var err error
+	if s.raw, err = t.added.split(s.raw[:0], text, false); err != nil {
+		return dst, regions, err
+	}
 	defer func() { clear(s.raw); clear(s.norm); clear(s.words) }()
 	budget := normalizeBudget(len(text))
 	var inner []int // normalized byte offsets of the cuts inside the current piece
@@ -73,7 +76,9 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 		}
 		budget -= len(normalized)
 		region := func(ns int) int32 { return int32(base + countAtOrBefore(inner, ns)) }
-		s.norm = t.added.split(s.norm[:0], normalized, true)
+		if s.norm, err = t.added.split(s.norm[:0], normalized, true); err != nil {
+			return dst, regions, err
+		}
 		for j, q := range s.norm {
 			qpos := offsetIn(normalized, q.text)
 			if qpos < 0 {

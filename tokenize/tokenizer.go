@@ -279,7 +279,9 @@ const (
 func normalizeBudget(n int) int { return min(MaxNormalizedBytes, NormalizeGrowth*n+NormalizeSlack) }
 
 func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) (_ []int32, err error) {
-	s.raw = t.added.split(s.raw[:0], text, false)
+	if s.raw, err = t.added.split(s.raw[:0], text, false); err != nil {
+		s.raw = s.raw[:0] // nothing to encode: the error is returned below
+	}
 	budget := normalizeBudget(len(text))
 pieces:
 	for i, p := range s.raw {
@@ -294,7 +296,9 @@ pieces:
 			}
 			budget -= len(normalized)
 		}
-		s.norm = t.added.split(s.norm[:0], normalized, true)
+		if s.norm, err = t.added.split(s.norm[:0], normalized, true); err != nil {
+			break pieces
+		}
 		for j, q := range s.norm {
 			if q.id >= 0 {
 				dst = append(dst, q.id)
