@@ -1,11 +1,13 @@
 package bucket
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -49,6 +51,23 @@ const (
 // MaxSources bounds the sources of one mixture.
 const MaxSources = 255
 
+// Limits of mixture planning. Every input is checked against them before
+// any work, and the loops that depend on the input count their steps
+// against them, so a plan either fits or fails at once with
+// [ErrTooLarge] naming the limit; it never runs for an unbounded time.
+const (
+	// MaxMixRows is the most rows (slots) of one mixture epoch, and the
+	// default of [MixConfig.MaxRows].
+	MaxMixRows = math.MaxInt32
+	// DefaultMixReplay is the default of [MixConfig.MaxReplay]: under
+	// MixTokens, epoch e starts where epochs 0 … e−1 ended, which planning
+	// finds by walking their rows again (a few ns a row: seconds).
+	DefaultMixReplay = 1 << 31
+	// mixCheckEvery is how many loop steps planning runs between looks at
+	// its context.
+	mixCheckEvery = 1 << 14
+)
+
 // Source is one dataset of a mixture.
 type Source struct {
 	Name        string   // for messages and reports
@@ -79,6 +98,31 @@ type MixConfig struct {
 	// of one source; batches, not rows, are then interleaved at the
 	// sources' shares (see buildMixSingle).
 	SingleSourceBatches bool
+
+	// MaxRows bounds the rows of the epoch (0 or more than MaxMixRows:
+	// MaxMixRows); a larger epoch fails with ErrTooLarge before anything
+	// of its size is allocated. It is a limit, not part of the plan: it
+	// does not change the fingerprint.
+	MaxRows int64
+	// MaxReplay bounds the rows walked to find where a MixTokens epoch
+	// starts (0: DefaultMixReplay); past it planning fails with
+	// ErrTooLarge. Not part of the plan either.
+	MaxReplay int64
+}
+
+// maxRows and maxReplay are the limits mc sets, defaults applied.
+func (mc MixConfig) maxRows() int64 {
+	if mc.MaxRows <= 0 || mc.MaxRows > MaxMixRows {
+		return MaxMixRows
+	}
+	return mc.MaxRows
+}
+
+func (mc MixConfig) maxReplay() int64 {
+	if mc.MaxReplay <= 0 {
+		return DefaultMixReplay
+	}
+	return mc.MaxReplay
 }
 
 // SourceShare is what one source contributes to a mixture epoch.
@@ -108,11 +152,18 @@ type Mixture struct {
 // result is a pure function of (the sources in the order given — their
 // fingerprints, lengths and weights —, seed, epoch, cfg, mc). Errors are
 // *ConfigError (field "mixture", "mix_by", "epoch_samples", "epoch_tokens"
-// or "epoch_until") or the policy's own errors.
+// or "epoch_until"), ErrTooLarge (an epoch beyond mc.MaxRows or a replay
+// beyond mc.MaxReplay) or the policy's own errors.
 //
 // Warm-up prefixes do not apply to mixtures (batches keep mixture order);
 // Shapes still lists every shape of the epoch.
 func NewMixture(sources []Source, seed uint64, epoch int, cfg Config, mc MixConfig) (*Mixture, error) {
+	return NewMixtureContext(context.Background(), sources, seed, epoch, cfg, mc)
+}
+
+// NewMixtureContext is [NewMixture] that stops early, returning an error
+// wrapping ctx's cause, once ctx is done (a plan nobody waits for).
+func NewMixtureContext(ctx context.Context, sources []Source, seed uint64, epoch int, cfg Config, mc MixConfig) (*Mixture, error) {
 	c, err := cfg.normalize()
 	if err != nil {
 		return nil, err
@@ -142,41 +193,33 @@ func NewMixture(sources []Source, seed uint64, epoch int, cfg Config, mc MixConf
 	// Rows per source of epochs 0 … epoch; the last is this epoch's.
 	var counts []int64
 	base := make([]int64, len(sources))
+	maxRows := mc.maxRows()
 	if mc.MixBy == MixTokens {
-		targets, err := tokenTargets(sources, w, until, mc, eff)
+		targets, err := tokenTargets(sources, w, until, mc, eff, epoch)
 		if err != nil {
 			return nil, err
 		}
-		for e := 0; e <= epoch; e++ {
-			counts = make([]int64, len(sources))
-			for i, st := range streams {
-				if targets[i] <= 0 {
-					continue
-				}
-				var got int64
-				for got < targets[i] {
-					got += min(int64(st.length(base[i]+counts[i])), eff)
-					counts[i]++
-				}
-			}
-			if e < epoch {
-				for i := range base {
-					base[i] += counts[i]
-				}
-			}
+		if counts, err = replayTokens(ctx, streams, targets, epoch, eff, base, maxRows, mc.maxReplay()); err != nil {
+			return nil, err
 		}
 	} else {
-		counts = sampleCounts(sources, w, until, mc)
+		if counts, err = sampleCounts(sources, w, until, mc, maxRows); err != nil {
+			return nil, err
+		}
 		for i := range base {
-			base[i] = int64(epoch) * counts[i]
+			hi, lo := bits.Mul64(uint64(epoch), uint64(counts[i]))
+			if hi != 0 || lo > math.MaxInt64 {
+				return nil, fmt.Errorf("mixture epoch %d: %w (source %q's stream position passes 2^63)", epoch, ErrTooLarge, sources[i].Name)
+			}
+			base[i] = int64(lo)
 		}
 	}
 	var n int64
 	for _, k := range counts {
 		n += k
 	}
-	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("mixture epoch of %d rows: %w (at most %d rows)", n, ErrTooLarge, math.MaxInt32)
+	if n > maxRows {
+		return nil, fmt.Errorf("mixture epoch of %d rows: %w (at most %d rows per mixture epoch)", n, ErrTooLarge, maxRows)
 	}
 
 	// Each source's rows of this epoch, in stream order.
@@ -197,6 +240,9 @@ func NewMixture(sources []Source, seed uint64, epoch int, cfg Config, mc MixConf
 		}
 	}
 	for slot := range n {
+		if slot%mixCheckEvery == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("mixture plan: %w", context.Cause(ctx))
+		}
 		best := active[0]
 		credit[best] += counts[best]
 		for _, s := range active[1:] {
@@ -313,6 +359,9 @@ func checkMix(sources []Source, mc MixConfig, cfg Config) ([]float64, int, error
 	w := make([]float64, len(sources))
 	for i, s := range sources {
 		w[i] = math.Round(s.Weight/sum*1e12) / 1e12
+		if s.Weight > 0 && w[i] == 0 {
+			return nil, -1, cfgErr("mixture", "source %q: weight %v is less than 1e-12 of the sum %v, which rounds its share to 0; give it weight 0 or more", s.Name, s.Weight, sum)
+		}
 	}
 	return w, until, nil
 }
@@ -334,33 +383,43 @@ func effLimit(c Config) int64 {
 // sampleCounts is the rows per source of every epoch under MixSamples: N·w
 // by largest remainder (ties to the lower index), N being EpochSamples, the
 // sum of the positive-weight sources' rows, or under EpochUntil
-// ⌈rows(S)/w(S)⌉ with S getting exactly its rows.
-func sampleCounts(sources []Source, w []float64, until int, mc MixConfig) []int64 {
+// ⌈rows(S)/w(S)⌉ with S getting exactly its rows. N beyond maxRows is
+// ErrTooLarge, found before anything of its size is done.
+func sampleCounts(sources []Source, w []float64, until int, mc MixConfig, maxRows int64) ([]int64, error) {
 	var n int64
 	switch {
 	case mc.EpochSamples > 0:
 		n = mc.EpochSamples
 	case until >= 0:
 		rows := int64(len(sources[until].Lengths))
-		n = int64(math.Ceil(float64(rows) / w[until]))
-		n = max(n, rows)
+		f := math.Ceil(float64(rows) / w[until])
+		if !(f <= float64(maxRows)) {
+			return nil, fmt.Errorf("mixture epoch of %.0f rows (%q's %d rows at weight %v): %w (at most %d rows per mixture epoch)",
+				f, sources[until].Name, rows, w[until], ErrTooLarge, maxRows)
+		}
+		n = max(int64(f), rows)
 		rest := slices.Clone(w)
 		rest[until] = 0
 		counts := apportion(n-rows, rest)
 		counts[until] = rows
-		return counts
+		return counts, nil
 	default:
 		for i, s := range sources {
 			if w[i] > 0 {
-				n += int64(len(s.Lengths))
+				n += int64(len(s.Lengths)) // at most MaxSources × 2^31
 			}
 		}
 	}
-	return apportion(n, w)
+	if n > maxRows {
+		return nil, fmt.Errorf("mixture epoch of %d rows: %w (at most %d rows per mixture epoch)", n, ErrTooLarge, maxRows)
+	}
+	return apportion(n, w), nil
 }
 
 // apportion splits n into integer parts proportional to w (largest
-// remainder, ties to the lower index); zero weights get zero.
+// remainder, ties to the lower index); zero weights get zero. n must be at
+// most 2^53 (callers bound it by MaxMixRows), so that every product is
+// exact to within one and the loops below run at most len(w) times.
 func apportion(n int64, w []float64) []int64 {
 	out := make([]int64, len(w))
 	var sum float64
@@ -405,12 +464,18 @@ func apportion(n int64, w []float64) []int64 {
 	return out
 }
 
-// tokenTargets is the tokens per source of every epoch under MixTokens.
-func tokenTargets(sources []Source, w []float64, until int, mc MixConfig, eff int64) ([]int64, error) {
+// tokenTargets is the tokens per source of every epoch under MixTokens. It
+// refuses, before any walking, targets that cannot fit: a source's target
+// needs at least target / (its longest row, truncated) rows, which must fit
+// maxRows in one epoch and mc.MaxReplay over the epochs replayed.
+func tokenTargets(sources []Source, w []float64, until int, mc MixConfig, eff int64, epoch int) ([]int64, error) {
 	total := make([]int64, len(sources))
+	longest := make([]int64, len(sources))
 	for i, s := range sources {
 		for _, l := range s.Lengths {
-			total[i] += min(int64(l), eff)
+			d := min(int64(l), eff)
+			total[i] += d // at most 2^31 rows × 2^32 tokens
+			longest[i] = max(longest[i], d)
 		}
 		if w[i] > 0 && total[i] == 0 {
 			return nil, cfgErr("mixture", "source %q has no tokens to give its token share", s.Name)
@@ -429,14 +494,77 @@ func tokenTargets(sources []Source, w []float64, until int, mc MixConfig, eff in
 			}
 		}
 	}
+	maxRows, maxReplay := mc.maxRows(), mc.maxReplay()
 	out := make([]int64, len(sources))
+	var rows float64 // at least this many rows per epoch
 	for i := range sources {
-		out[i] = int64(math.Round(t * w[i]))
+		if w[i] == 0 {
+			continue
+		}
+		x := math.Round(t * w[i])
+		rows += math.Ceil(x / float64(longest[i]))
+		if !(rows <= float64(maxRows)) {
+			return nil, fmt.Errorf("mixture epoch of %.0f tokens: %w (source %q alone needs at least %.0f rows of at most %d tokens; at most %d rows per mixture epoch)",
+				t, ErrTooLarge, sources[i].Name, math.Ceil(x/float64(longest[i])), longest[i], maxRows)
+		}
+		out[i] = int64(x) // x < 2^31 · 2^32: exact
 	}
 	if until >= 0 {
 		out[until] = total[until]
 	}
+	if replay := rows * float64(epoch); !(replay <= float64(maxReplay)) {
+		return nil, fmt.Errorf("mixture epoch %d under mix_by=tokens: %w (it starts where epochs 0…%d ended, found by walking at least %.0f rows again; at most %d)",
+			epoch, ErrTooLarge, epoch-1, replay, maxReplay)
+	}
 	return out, nil
+}
+
+// replayTokens walks the source streams epoch by epoch, each source taking
+// rows until its target of tokens is reached, and returns the rows per
+// source of epoch epoch; base becomes where that epoch starts in each
+// stream. It counts its steps: epoch epoch beyond maxRows (the caller
+// checks the exact count) or a walk of the earlier epochs beyond maxReplay
+// is ErrTooLarge, and it stops once ctx is done.
+func replayTokens(ctx context.Context, streams []*sourceStream, targets []int64, epoch int, eff int64, base []int64, maxRows, maxReplay int64) ([]int64, error) {
+	var counts []int64
+	var walked, steps int64 // rows of earlier epochs; every row looked at
+	for e := 0; e <= epoch; e++ {
+		counts = make([]int64, len(streams))
+		var rows int64
+		for i, st := range streams {
+			if targets[i] <= 0 {
+				continue
+			}
+			var got int64
+			for got < targets[i] {
+				got += min(int64(st.length(base[i]+counts[i])), eff)
+				counts[i]++
+				rows++
+				if steps++; steps%mixCheckEvery == 0 {
+					if e == epoch && rows > maxRows {
+						return nil, fmt.Errorf("mixture epoch %d: %w (more than %d rows per mixture epoch)", e, ErrTooLarge, maxRows)
+					}
+					if e < epoch && walked+rows > maxReplay {
+						return nil, fmt.Errorf("mixture epoch %d under mix_by=tokens: %w (finding its start walks more than %d rows of epochs 0…%d)",
+							epoch, ErrTooLarge, maxReplay, epoch-1)
+					}
+					if ctx.Err() != nil {
+						return nil, fmt.Errorf("mixture plan: %w", context.Cause(ctx))
+					}
+				}
+			}
+		}
+		if e < epoch {
+			if walked += rows; walked > maxReplay {
+				return nil, fmt.Errorf("mixture epoch %d under mix_by=tokens: %w (finding its start walks more than %d rows of epochs 0…%d)",
+					epoch, ErrTooLarge, maxReplay, epoch-1)
+			}
+			for i := range base {
+				base[i] += counts[i]
+			}
+		}
+	}
+	return counts, nil
 }
 
 // mixFingerprint identifies a mixture's plan: SHA-256 over the sources'

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -97,7 +98,7 @@ func BenchmarkPlanCache10M(b *testing.B) {
 	cfg := bucket.DefaultConfig()
 	cfg.BatchSize = 16
 	var last time.Duration
-	c := newPlanCache(2, func(_ string, d time.Duration, hit bool) {
+	c := newPlanCache(context.Background(), 2, func(_ string, d time.Duration, hit bool) {
 		if !hit {
 			last = d
 		}
@@ -108,7 +109,7 @@ func BenchmarkPlanCache10M(b *testing.B) {
 		var total time.Duration
 		for b.Loop() {
 			seed++
-			if _, err := c.get(planKey{fingerprint: "fp", seed: seed, policy: "p", planWorld: 1}, lengths, cfg); err != nil {
+			if _, err := c.get(context.Background(), planKey{fingerprint: "fp", seed: seed, policy: "p", planWorld: 1}, lengths, cfg); err != nil {
 				b.Fatal(err)
 			}
 			total += last
@@ -117,12 +118,12 @@ func BenchmarkPlanCache10M(b *testing.B) {
 	})
 	b.Run("hit", func(b *testing.B) {
 		key := planKey{fingerprint: "fp", seed: 1 << 40, policy: "p", planWorld: 1}
-		if _, err := c.get(key, lengths, cfg); err != nil {
+		if _, err := c.get(context.Background(), key, lengths, cfg); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := c.get(key, lengths, cfg); err != nil {
+			if _, err := c.get(context.Background(), key, lengths, cfg); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -69,7 +69,7 @@ func TestBuildRecoversEveryPanic(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			c, err := s.resolve(&gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}})
+			c, err := s.resolve(t.Context(), &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}})
 			if err != nil {
 				t.Fatal(err)
 			}

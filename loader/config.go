@@ -20,6 +20,9 @@ const (
 	DefaultPlanCacheSize   = 8
 	DefaultMaxBatchBytes   = 64 << 20
 	DefaultMaxClientLabels = 64
+	// DefaultMaxMixtureRows bounds a mixture epoch's rows (about 20 bytes of
+	// plan each) unless its sources together have more.
+	DefaultMaxMixtureRows = 1 << 27
 	// maxMessageBytes is gRPC's hard limit on one message.
 	maxMessageBytes = 1<<31 - 1
 )
@@ -44,6 +47,12 @@ type Config struct {
 	DrainTimeout time.Duration
 	// PlanCacheSize is how many epoch plans stay cached (default 8).
 	PlanCacheSize int
+	// MaxMixtureRows bounds the rows of a mixture epoch a client may ask
+	// for (epoch_samples, epoch_tokens, epoch_until; default 2^27): an
+	// epoch longer than both this and its sources' rows together is
+	// refused with RESOURCE_EXHAUSTED before it is planned. The epoch of
+	// all sources' rows (the default length) always fits.
+	MaxMixtureRows int64
 	// MaxBatchBytes bounds the encoded size of one batch message (default
 	// 64 MiB: 16 M tokens, eight times a 64 × 32k batch); a stream whose
 	// largest shape exceeds it is refused, naming max_length. The client's
@@ -149,6 +158,12 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.PlanCacheSize == 0 {
 		c.PlanCacheSize = DefaultPlanCacheSize
+	}
+	if c.MaxMixtureRows == 0 {
+		c.MaxMixtureRows = DefaultMaxMixtureRows
+	}
+	if c.MaxMixtureRows < 0 {
+		return c, fmt.Errorf("%w: max mixture rows %d: want > 0", ErrConfig, c.MaxMixtureRows)
 	}
 	if c.PlanCacheSize < 1 {
 		return c, fmt.Errorf("%w: plan cache size %d: want > 0", ErrConfig, c.PlanCacheSize)

@@ -1,6 +1,8 @@
 package loader
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -49,7 +51,7 @@ func TestPlanCache(t *testing.T) {
 		lengths[i] = uint32(i%500 + 1)
 	}
 	var misses, hits atomic.Int64
-	c := newPlanCache(2, func(_ string, _ time.Duration, hit bool) {
+	c := newPlanCache(context.Background(), 2, func(_ string, _ time.Duration, hit bool) {
 		if hit {
 			hits.Add(1)
 		} else {
@@ -68,7 +70,7 @@ func TestPlanCache(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := c.get(key(1), lengths, cfg)
+			p, err := c.get(t.Context(), key(1), lengths, cfg)
 			if err != nil {
 				t.Error(err)
 			}
@@ -86,21 +88,21 @@ func TestPlanCache(t *testing.T) {
 	}
 	// LRU of 2: seeds 2 and 3 push seed 1 out.
 	for _, s := range []uint64{2, 3, 1} {
-		if _, err := c.get(key(s), lengths, cfg); err != nil {
+		if _, err := c.get(t.Context(), key(s), lengths, cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if misses.Load() != 4 || c.len() != 2 {
 		t.Fatalf("misses %d, cached %d", misses.Load(), c.len())
 	}
-	if _, err := c.get(key(1), lengths, cfg); err != nil || misses.Load() != 4 {
+	if _, err := c.get(t.Context(), key(1), lengths, cfg); err != nil || misses.Load() != 4 {
 		t.Fatalf("seed 1 not cached: misses %d, %v", misses.Load(), err)
 	}
 	// Errors are not cached.
 	bad := cfg
 	bad.BatchSize = 0
 	for range 2 {
-		if _, err := c.get(planKey{fingerprint: "fp", policy: "bad"}, lengths, bad); err == nil {
+		if _, err := c.get(t.Context(), planKey{fingerprint: "fp", policy: "bad"}, lengths, bad); err == nil {
 			t.Fatal("bad config planned")
 		}
 	}
@@ -161,4 +163,63 @@ func TestClientTable(t *testing.T) {
 	if n := len(tab.snapshot()); n != maxIdleClients {
 		t.Fatalf("%d idle clients kept", n)
 	}
+}
+
+// TestPlanCacheAbandon: a computation ends (its context cancelled) when the
+// last caller waiting for it leaves, not before; a later caller starts a
+// fresh one; and the cache's base context ends every computation.
+func TestPlanCacheAbandon(t *testing.T) {
+	base, stop := context.WithCancel(t.Context())
+	c := newPlanCache(base, 2, func(string, time.Duration, bool) {})
+	k := planKey{fingerprint: "fp", planWorld: 1}
+	started := make(chan struct{}, 4)
+	ended := make(chan error, 4)
+	block := func(ctx context.Context) (epochPlan, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		ended <- context.Cause(ctx)
+		return nil, context.Cause(ctx)
+	}
+	ctx1, cancel1 := context.WithCancel(t.Context())
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	errs := make(chan error, 2)
+	go func() { _, err := c.getWith(ctx1, k, "p", block); errs <- err }()
+	<-started
+	go func() { _, err := c.getWith(ctx2, k, "p", block); errs <- err }()
+	for { // wait until the second caller joined the flight
+		c.mu.Lock()
+		n := c.flights[k].waiters
+		c.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel1()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first caller: %v", err)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("the computation ended while a caller still waited: %v", err)
+	default:
+	}
+	cancel2()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("second caller: %v", err)
+	}
+	if err := <-ended; !errors.Is(err, errPlanAbandoned) {
+		t.Fatalf("computation ended with %v, want errPlanAbandoned", err)
+	}
+	// A new caller starts afresh; the base context ends it.
+	go func() { _, err := c.getWith(t.Context(), k, "p", block); errs <- err }()
+	<-started
+	stop()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("computation ended with %v, want the base's cancellation", err)
+	}
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("caller: %v", err)
+	}
+	c.wait()
 }

@@ -181,9 +181,12 @@ func (s *Server) newMixture(name string, spec MixtureSpec, field string) (*serve
 	if m.offsets[len(m.offsets)-1] > math.MaxInt32 {
 		return nil, status.Errorf(codes.ResourceExhausted, "%s: mixture %q has %d rows, at most %d", field, name, m.offsets[len(m.offsets)-1], math.MaxInt32)
 	}
+	// What planning may hold and walk: --max-mixture-rows, or all the
+	// sources' rows when they are more (the default epoch always fits).
+	m.mc.MaxRows = max(s.cfg.MaxMixtureRows, int64(m.offsets[len(m.offsets)-1]))
 	fp, err := bucket.MixtureFingerprint(m.sources, m.mc)
 	if err != nil {
-		return nil, mixStatus(field, err)
+		return nil, mixStatus(field, err, s.cfg.MaxMixtureRows)
 	}
 	first := m.parts[0].info
 	info.Rows, info.Tokens, info.MaxLength, info.Fingerprint = rows, tokens, maxLen, fp
@@ -191,8 +194,9 @@ func (s *Server) newMixture(name string, spec MixtureSpec, field string) (*serve
 	return &served{name: name, info: info, mix: m}, nil
 }
 
-// mixStatus maps a bucket mixture error to a gRPC status naming the field.
-func mixStatus(field string, err error) error {
+// mixStatus maps a bucket mixture error to a gRPC status naming the field
+// (and, for a plan too large, the server's limit maxMixRows).
+func mixStatus(field string, err error, maxMixRows int64) error {
 	var ce *bucket.ConfigError
 	if errors.As(err, &ce) {
 		switch ce.Field {
@@ -201,6 +205,10 @@ func mixStatus(field string, err error) error {
 		case "mix_by", "epoch_samples", "epoch_tokens", "epoch_until", "single_source_batches":
 			return status.Errorf(codes.InvalidArgument, "%s.%s: %s", field, ce.Field, ce.Msg)
 		}
+	}
+	if errors.Is(err, bucket.ErrTooLarge) {
+		return status.Errorf(codes.ResourceExhausted, "%s: %v (this server's --max-mixture-rows is %d; its sources' rows together may raise it)",
+			field, err, maxMixRows)
 	}
 	return planStatus(err)
 }

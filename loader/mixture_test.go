@@ -60,6 +60,7 @@ type mixFixture struct {
 	ts      *testServer
 	lengths [][]int
 	names   []string
+	dirs    map[string]string // dataset name → directory
 }
 
 func newMixFixture(t *testing.T, shmDir string) *mixFixture {
@@ -75,6 +76,7 @@ func newMixFixture(t *testing.T, shmDir string) *mixFixture {
 	}
 	dirs["other"] = t.TempDir()
 	writeSourceDataset(t, dirs["other"], genLengths(50, 1, 20, 24), 0, "tok-b")
+	f.dirs = dirs
 	cfg := loader.Config{Datasets: dirs, ShmDir: shmDir, Mixtures: map[string]loader.MixtureSpec{
 		"pretrain": {Sources: []loader.MixtureWeight{{Dataset: "web", Weight: 0.6}, {Dataset: "code", Weight: 0.3}, {Dataset: "math", Weight: 0.1}}},
 	}}

@@ -2,15 +2,15 @@ package loader
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/gload/gload/bucket"
 	"github.com/gload/gload/proto/gloadpb"
@@ -118,13 +118,19 @@ func (k planKey) String() string {
 }
 
 // planCache is an LRU of epoch plans; concurrent misses for one key share a
-// single computation.
+// single computation (a flight), which runs in a goroutine the cache owns
+// under a context that ends when the last caller waiting for it has left
+// or when the cache is closed: a plan nobody waits for stops (mixture
+// planning looks at its context; dataset plans are bounded by the
+// dataset's rows and finish).
 type planCache struct {
-	mu    sync.Mutex
-	cap   int
-	ll    *list.List // of *planEntry, most recent first
-	items map[planKey]*list.Element
-	group singleflight.Group
+	mu      sync.Mutex
+	cap     int
+	ll      *list.List // of *planEntry, most recent first
+	items   map[planKey]*list.Element
+	flights map[planKey]*planFlight
+	base    context.Context // ends every flight when the server stops
+	wg      sync.WaitGroup  // the flights' goroutines
 
 	observe func(policy string, d time.Duration, hit bool)
 }
@@ -134,13 +140,32 @@ type planEntry struct {
 	plan epochPlan
 }
 
-func newPlanCache(capacity int, observe func(string, time.Duration, bool)) *planCache {
-	return &planCache{cap: capacity, ll: list.New(), items: map[planKey]*list.Element{}, observe: observe}
+// planFlight is one computation of a plan and the callers waiting for it.
+type planFlight struct {
+	done    chan struct{} // closed when plan and err are set
+	plan    epochPlan
+	err     error
+	waiters int // guarded by planCache.mu
+	cancel  context.CancelCauseFunc
+}
+
+// errPlanAbandoned is the cause a flight is cancelled with when its last
+// waiter left.
+var errPlanAbandoned = errors.New("loader: every caller waiting for this plan left")
+
+// newPlanCache makes a cache whose flights end when base does.
+func newPlanCache(base context.Context, capacity int, observe func(string, time.Duration, bool)) *planCache {
+	return &planCache{cap: capacity, ll: list.New(), items: map[planKey]*list.Element{}, flights: map[planKey]*planFlight{},
+		base: base, observe: observe}
 }
 
 func (c *planCache) lookup(k planKey) epochPlan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.lookupLocked(k)
+}
+
+func (c *planCache) lookupLocked(k planKey) epochPlan {
 	if e, ok := c.items[k]; ok {
 		c.ll.MoveToFront(e)
 		return e.Value.(*planEntry).plan
@@ -148,9 +173,7 @@ func (c *planCache) lookup(k planKey) epochPlan {
 	return nil
 }
 
-func (c *planCache) store(k planKey, p epochPlan) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *planCache) storeLocked(k planKey, p epochPlan) {
 	if e, ok := c.items[k]; ok {
 		c.ll.MoveToFront(e)
 		return
@@ -164,8 +187,8 @@ func (c *planCache) store(k planKey, p epochPlan) {
 }
 
 // get returns the plan for k, computing it with lengths and cfg on a miss.
-func (c *planCache) get(k planKey, lengths []uint32, cfg bucket.Config) (*bucket.Plan, error) {
-	p, err := c.getWith(k, string(cfg.Policy), func() (epochPlan, error) {
+func (c *planCache) get(ctx context.Context, k planKey, lengths []uint32, cfg bucket.Config) (*bucket.Plan, error) {
+	p, err := c.getWith(ctx, k, string(cfg.Policy), func(context.Context) (epochPlan, error) {
 		return bucket.NewPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg)
 	})
 	if err != nil {
@@ -178,34 +201,73 @@ func (c *planCache) get(k planKey, lengths []uint32, cfg bucket.Config) (*bucket
 	return bp, nil
 }
 
-// getWith returns the plan for k, computing it with build on a miss.
-func (c *planCache) getWith(k planKey, policy string, build func() (epochPlan, error)) (epochPlan, error) {
-	if p := c.lookup(k); p != nil {
+// getWith returns the plan for k, computing it with build on a miss. It
+// returns ctx's error once ctx ends, whether or not the plan is done; build
+// gets a context that ends when every caller waiting for it has left (or
+// the cache is closed).
+func (c *planCache) getWith(ctx context.Context, k planKey, policy string, build func(context.Context) (epochPlan, error)) (epochPlan, error) {
+	c.mu.Lock()
+	if p := c.lookupLocked(k); p != nil {
+		c.mu.Unlock()
 		c.observe(policy, 0, true)
 		return p, nil
 	}
-	v, err, _ := c.group.Do(k.String(), func() (any, error) {
-		if p := c.lookup(k); p != nil {
-			return p, nil
-		}
-		t0 := time.Now()
-		p, err := build()
-		if err != nil {
-			return nil, err
-		}
-		c.observe(policy, time.Since(t0), false)
-		c.store(k, p)
-		return p, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	p, ok := v.(epochPlan)
+	f, ok := c.flights[k]
 	if !ok {
-		return nil, fmt.Errorf("plan %s: internal error: unexpected %T", k, v)
+		fctx, cancel := context.WithCancelCause(c.base)
+		f = &planFlight{done: make(chan struct{}), cancel: cancel}
+		c.flights[k] = f
+		c.wg.Add(1)
+		go c.fly(fctx, k, f, policy, build)
 	}
-	return p, nil
+	f.waiters++
+	c.mu.Unlock()
+
+	select {
+	case <-f.done:
+		c.mu.Lock()
+		f.waiters--
+		c.mu.Unlock()
+		return f.plan, f.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		f.waiters--
+		if f.waiters == 0 {
+			// Nobody waits: stop it, and let a later caller start afresh.
+			f.cancel(errPlanAbandoned)
+			if c.flights[k] == f {
+				delete(c.flights, k)
+			}
+		}
+		c.mu.Unlock()
+		return nil, ctx.Err()
+	}
 }
+
+// fly computes one flight's plan and publishes it.
+func (c *planCache) fly(ctx context.Context, k planKey, f *planFlight, policy string, build func(context.Context) (epochPlan, error)) {
+	defer c.wg.Done()
+	defer f.cancel(nil)
+	t0 := time.Now()
+	p, err := build(ctx)
+	if err == nil {
+		c.observe(policy, time.Since(t0), false)
+	}
+	c.mu.Lock()
+	if c.flights[k] == f {
+		delete(c.flights, k)
+	}
+	if err == nil {
+		c.storeLocked(k, p)
+	}
+	f.plan, f.err = p, err
+	c.mu.Unlock()
+	close(f.done)
+}
+
+// wait waits for every flight's goroutine to end (once base has ended,
+// mixture flights end within one check interval).
+func (c *planCache) wait() { c.wg.Wait() }
 
 // len returns the number of cached plans.
 func (c *planCache) len() int {

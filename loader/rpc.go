@@ -49,7 +49,7 @@ func (s *Server) Health(context.Context, *gloadpb.HealthRequest) (*gloadpb.Healt
 
 // Plan describes one consumer's share of an epoch without streaming it.
 func (s *Server) Plan(ctx context.Context, req *gloadpb.PlanRequest) (*gloadpb.PlanResponse, error) {
-	c, err := s.resolve(req.GetOpen())
+	c, err := s.resolve(ctx, req.GetOpen())
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,8 @@ type consumer struct {
 
 // resolve validates an Open and finds (or computes) its plan. Its errors are
 // gRPC statuses whose message names the offending field.
-func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
+// Planning stops, and resolve returns ctx's status, once ctx ends.
+func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, error) {
 	if open == nil {
 		return nil, status.Error(codes.InvalidArgument, "open: missing (the first message of a stream must be open)")
 	}
@@ -173,18 +174,27 @@ func (s *Server) resolve(open *gloadpb.Open) (*consumer, error) {
 	var plan epochPlan
 	if d.mix != nil {
 		m := d.mix
-		plan, err = s.plans.getWith(key, string(cfg.Policy), func() (epochPlan, error) {
-			mp, err := bucket.NewMixture(m.sources, open.Seed, int(open.Epoch), cfg, m.mc)
+		plan, err = s.plans.getWith(ctx, key, string(cfg.Policy), func(pctx context.Context) (epochPlan, error) {
+			mp, err := bucket.NewMixtureContext(pctx, m.sources, open.Seed, int(open.Epoch), cfg, m.mc)
 			if err != nil {
 				return nil, err
 			}
 			return &mixPlan{Mixture: mp, offsets: m.offsets}, nil
 		})
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		if errors.Is(err, context.Canceled) {
+			return nil, status.Error(codes.Unavailable, "plan: the server is stopping")
+		}
 		if err != nil {
-			return nil, mixStatus("open.mixture", err)
+			return nil, mixStatus("open.mixture", err, s.cfg.MaxMixtureRows)
 		}
 	} else {
-		plan, err = s.plans.get(key, d.ds.Lengths(), cfg)
+		plan, err = s.plans.get(ctx, key, d.ds.Lengths(), cfg)
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		if err != nil {
 			return nil, planStatus(err)
 		}

@@ -109,8 +109,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.clients = newClientTable(func() time.Time { return s.now() })
 	s.budget = &bufferBudget{maxBytes: cfg.MaxBufferBytes, maxStreams: cfg.MaxStreams,
 		gauge: func(n int64) { s.metrics.bufferBytes.Set(float64(n)) }}
-	s.plans = newPlanCache(cfg.PlanCacheSize, s.metrics.observePlan)
 	s.abort, s.abortFunc = context.WithCancel(context.Background())
+	s.plans = newPlanCache(s.abort, cfg.PlanCacheSize, s.metrics.observePlan)
 
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newServerCodec()),
@@ -287,6 +287,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		s.abortFunc()
 		s.grpc.Stop()
 		s.wg.Wait()
+		s.plans.wait()
 		return errors.Join(fmt.Errorf("serve %s: %w", addrString(lis.Addr()), err), s.closeDatasets())
 	case <-ctx.Done():
 	}
@@ -310,6 +311,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	s.abortFunc()
 	<-errc
 	s.wg.Wait()
+	s.plans.wait()
 	err := s.closeDatasets()
 	s.log.Info("stopped", "err", err)
 	return err
@@ -323,6 +325,7 @@ func (s *Server) Close() error {
 	s.abortFunc()
 	s.grpc.Stop()
 	s.wg.Wait()
+	s.plans.wait()
 	return s.closeDatasets()
 }
 

@@ -50,7 +50,7 @@ func (s *Server) Batches(stream gloadpb.Loader_BatchesServer) error {
 		return err
 	}
 	defer leave()
-	c, err := s.resolve(msg.GetOpen())
+	c, err := s.resolve(stream.Context(), msg.GetOpen())
 	if err != nil {
 		s.log.Info("stream refused", "dataset", msg.GetOpen().GetDataset(), "client", msg.GetOpen().GetClientId(), "err", err)
 		return err

@@ -848,6 +848,110 @@ a_meta_bounds() { # beyond item 1: a dataset directory's metadata as /dev/zero, 
 	[ -z "$bad" ] && pass "state.json as /dev/zero, a FIFO, 100 MB: serve refuses at once naming it; tokenize neither hangs nor reads it whole" || fail "$bad"
 }
 
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 34, items 4, 10 and 11: bounded work (plans, added tokens, config files, normalizers)
+# ---------------------------------------------------------------------------------------------------------------
+# mixplan KWARGS: one batch of the mixture ds:1,ds2:1 with the given Loader kwargs; prints the error or OK.
+mixplan() {
+	pyc "
+import gload
+try:
+    next(iter(gload.Loader('unix://$SOCK',{'ds':1,'ds2':1},batch_size=8,transport='grpc',$1))); print('OK')
+except Exception as e: print('ERR', str(e).replace(chr(10),' ')[:300])" 2>&1
+}
+# term_within SECONDS: SIGTERM the server; true when it has exited within SECONDS.
+term_within() {
+	kill -TERM "$SERVE_PID" 2>/dev/null
+	for _ in $(seq $(($1 * 10))); do kill -0 "$SERVE_PID" 2>/dev/null || { wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""; return 0; }; sleep 0.1; done
+	kill -9 "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
+	return 1
+}
+a_mix_overflow() { # 34.4: epoch_samples 2^63-1 overflowed apportion and spun forever, deaf to SIGTERM
+	serve --dataset ds2="$W/ds" --drain-timeout 2s || { fail "serve did not start"; return; }
+	local out bad=""
+	for kw in "epoch_samples=2**63-1" "epoch_samples=2**31-1" "mix_by='tokens',epoch_tokens=2**63-1" "mix_by='tokens',epoch=2**32-1"; do
+		out=$(mixplan "$kw")
+		[[ $out == ERR*max-mixture-rows* ]] || [[ $out == ERR*"at most 2147483648"* ]] || bad+="$kw: ${out:0:120}; "
+	done
+	if ! term_within 10; then fail "SIGTERM did not end the server within 10 s; ${bad}"
+	elif [ -n "$bad" ]; then fail "$bad"
+	else pass "4 overflowing epoch lengths/epochs refused at once naming the limit; SIGTERM ended the server"; fi
+}
+a_mix_abandoned() { # 34.4: a legal but long plan (mix_by=tokens, epoch 120000) whose client died, then SIGTERM
+	serve --dataset ds2="$W/ds" --drain-timeout 1s || { fail "serve did not start"; return; }
+	mixplan "mix_by='tokens',epoch=120000" >/dev/null 2>&1 &
+	local cp=$!
+	sleep 2
+	killtree "$cp"; wait "$cp" 2>/dev/null
+	local t0=$SECONDS
+	if term_within 15; then pass "client killed mid-plan; SIGTERM ended the server in $((SECONDS - t0)) s"
+	else fail "server still running 15 s after SIGTERM (planning for nobody)"; fi
+}
+
+# capped CMD...: runs a gload command under a 4 GB address-space limit and /usr/bin/time; sets OUT, RC, RSS (kB).
+capped() {
+	OUT=$(timeout 120 /usr/bin/time -f 'maxrss=%MkB' prlimit --as=4000000000 "$BIN" "$@" 2>&1); RC=$?
+	RSS=$(grep -o 'maxrss=[0-9]*' <<<"$OUT" | tail -1 | cut -d= -f2)
+}
+a_added_10mb() { # 34.10: a 10 MB added token took 1.9 GB and 20 s (100 MB: fatal OOM)
+	"$PY" -c "
+import json
+t=json.load(open('$TOK'))
+t['added_tokens'].append({'id':999999,'content':'x'*(10<<20),'single_word':False,'lstrip':False,'rstrip':False,'normalized':False,'special':True})
+json.dump(t,open('$W/added10.json','w'))"
+	capped encode --tokenizer "$W/added10.json" </dev/null
+	[ $RC != 0 ] && [[ $OUT == *MaxAddedTokenBytes* ]] && [ "${RSS:-0}" -lt 500000 ] && pass "refused naming MaxAddedTokenBytes, peak RSS ${RSS} kB" || fail "rc=$RC rss=${RSS}kB ${OUT:0:140}"
+}
+a_tokenizer_dev_zero() { # 34.11: --tokenizer /dev/zero was a fatal OOM
+	echo '{"text":"hello"}' >"$W/one.jsonl"
+	capped tokenize --quiet --tokenizer /dev/zero --out "$W/z1.out" "$W/one.jsonl"
+	[ $RC != 0 ] && [[ $OUT == *MaxTokenizerFileBytes* ]] && [[ $OUT != *"fatal error"* ]] && pass "refused naming /dev/zero and the cap, peak RSS ${RSS} kB" || fail "rc=$RC rss=${RSS}kB ${OUT:0:140}"
+}
+a_template_dev_zero() { # 34.11: --chat-template /dev/zero was a fatal OOM
+	echo '[{"role":"user","content":"hi"}]' >"$W/chat1.jsonl"
+	capped tokenize --quiet --tokenizer "$TOK" --format chat --chat-template /dev/zero --out "$W/z2.out" "$W/chat1.jsonl"
+	[ $RC != 0 ] && [[ $OUT == *MaxConfigFileBytes* ]] && [[ $OUT != *"fatal error"* ]] && pass "refused naming /dev/zero and the cap, peak RSS ${RSS} kB" || fail "rc=$RC rss=${RSS}kB ${OUT:0:140}"
+}
+a_stdin_dev_zero() { # 34.11: gload encode (and tokenize) reading /dev/stdin < /dev/zero
+	capped encode --tokenizer "$TOK" </dev/zero
+	local enc="rc=$RC rss=${RSS}kB ${OUT:0:100}"
+	[ $RC != 0 ] && [[ $OUT == *"longer than"* ]] && [ "${RSS:-0}" -lt 1000000 ] || { fail "encode: $enc"; return; }
+	capped tokenize --quiet --tokenizer "$TOK" --format jsonl --out "$W/z3.out" /dev/stdin </dev/zero
+	[ $RC != 0 ] && [[ $OUT != *"fatal error"* ]] && ! complete "$W/z3.out" && pass "encode: line over the cap refused (RSS ${RSS} kB); tokenize refuses a non-regular input" || fail "tokenize: rc=$RC ${OUT:0:100}"
+}
+a_normalizer_amp() { # 34.11: chained Replace normalizers (64^4 x) and a huge Prepend were fatal OOMs
+	"$PY" -c "
+import json
+for name, norm in (('amp', {'type':'Sequence','normalizers':[{'type':'Replace','pattern':{'String':'a'},'content':'a'*64}]*4}),
+                   ('prep', {'type':'Prepend','prepend':'p'*(8<<20)})):
+    t={'added_tokens':[],'normalizer':norm,'pre_tokenizer':{'type':'Whitespace'},'model':{'type':'WordLevel','vocab':{'hello':0,'[UNK]':1},'unk_token':'[UNK]'}}
+    json.dump(t,open('$W/%s.json'%name,'w'))
+with open('$W/amp.jsonl','w') as f:
+    f.write(json.dumps({'text':'hello'})+'\n'); f.write(json.dumps({'text':'a'*1000})+'\n')
+    for i in range(200): f.write(json.dumps({'text':'hello '*i + 'a'})+'\n')"
+	local got=""
+	for t in amp prep; do
+		rm -rf "$W/$t.out"
+		capped tokenize --tokenizer "$W/$t.json" --out "$W/$t.out" "$W/amp.jsonl"
+		[ $RC = 0 ] && [[ $OUT == *"normalized too large"* ]] && [[ $OUT == *"normalizer"*"normalized text of more than"* ]] || { fail "$t: rc=$RC rss=${RSS}kB ${OUT:0:160}"; return; }
+		got+="$t: $(grep -o 'skipped  normalized too large: [0-9]*' <<<"$OUT" | head -1), RSS ${RSS} kB; "
+	done
+	pass "documents skipped naming the normalizer's path; $got"
+}
+
+a_added_prefix() { # 34.10 (beyond the report): an added token sharing 4 KB prefixes with the text made matching quadratic
+	"$PY" -c "
+import json
+t=json.load(open('$TOK'))
+t['added_tokens'].append({'id':999999,'content':'a'*4095+'b','single_word':False,'lstrip':False,'rstrip':False,'normalized':False,'special':True})
+json.dump(t,open('$W/addedpfx.json','w'))
+open('$W/pfx.jsonl','w').write(json.dumps({'text':'a'*(4<<20)})+'\\n'+json.dumps({'text':'hello'})+'\\n')"
+	local t0=$SECONDS
+	rm -rf "$W/pfx.out"
+	capped tokenize --tokenizer "$W/addedpfx.json" --out "$W/pfx.out" "$W/pfx.jsonl"
+	[ $RC = 0 ] && [[ $OUT == *"added-token matching passed"* ]] && [ $((SECONDS - t0)) -lt 60 ] && pass "the 4 MB document skipped at the step budget in $((SECONDS - t0)) s" || fail "rc=$RC ${OUT:0:160}"
+}
+
 echo "attack                                       | verdict | detail"
 mkds
 attack "1 tiny documents under load (data loss)" a_tiny
@@ -898,5 +1002,13 @@ attack "34.8 merge part with a symlinked shard" a_merge_symlink
 attack "34.12 journal edited to say finished" a_resume_finished
 attack "34.15 kill -9 under CPU load" a_kill_load
 attack "34.1+ dataset metadata: /dev/zero, FIFO, 100 MB" a_meta_bounds
+attack "34.4 mixture epoch overflow + SIGTERM" a_mix_overflow
+attack "34.4 abandoned long plan + SIGTERM" a_mix_abandoned
+attack "34.10 10 MB added token" a_added_10mb
+attack "34.10 added token sharing 4 KB prefixes" a_added_prefix
+attack "34.11 --tokenizer /dev/zero" a_tokenizer_dev_zero
+attack "34.11 --chat-template /dev/zero" a_template_dev_zero
+attack "34.11 /dev/stdin < /dev/zero" a_stdin_dev_zero
+attack "34.11 amplifying normalizers" a_normalizer_amp
 echo "$FAILS failed; $(($(date +%s) - START)) s"
 exit $FAILS

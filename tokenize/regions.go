@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/gload/gload/tokenize/normalize"
 	"github.com/gload/gload/tokenize/pretok"
 	"github.com/gload/gload/tokenize/tokjson"
 )
@@ -30,8 +31,12 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 	lens := t.tokenLengths()
 	s := t.getSession()
 	defer t.putSession(s)
-	s.raw = t.added.split(s.raw[:0], text, false)
+	var err error
+	if s.raw, err = t.added.split(s.raw[:0], text, false); err != nil {
+		return dst, regions, err
+	}
 	defer func() { clear(s.raw); clear(s.norm); clear(s.words) }()
+	budget := normalizeBudget(len(text))
 	var inner []int // normalized byte offsets of the cuts inside the current piece
 	for i, p := range s.raw {
 		pos := offsetIn(text, p.text)
@@ -48,7 +53,10 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 		normalized := p.text
 		inner = inner[:0]
 		if t.normalizer != nil {
-			normalized = t.normalizer.Normalize(p.text)
+			var err error
+			if normalized, err = normalize.Apply(t.normalizer, p.text, budget); err != nil {
+				return dst, regions, fmt.Errorf("tokenize: %w", err)
+			}
 		}
 		for _, c := range cuts {
 			if c <= pos || c >= pos+len(p.text) {
@@ -56,15 +64,21 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 			}
 			head := p.text[:c-pos]
 			if t.normalizer != nil {
-				head = t.normalizer.Normalize(head)
+				var err error
+				if head, err = normalize.Apply(t.normalizer, head, budget); err != nil {
+					return dst, regions, fmt.Errorf("tokenize: %w", err)
+				}
 			}
 			if !strings.HasPrefix(normalized, head) {
 				return dst, regions, fmt.Errorf("tokenize: EncodeRegions: the normalizer joins the text across byte %d (a segment edge): labels there would be a guess", c)
 			}
 			inner = append(inner, len(head))
 		}
+		budget -= len(normalized)
 		region := func(ns int) int32 { return int32(base + countAtOrBefore(inner, ns)) }
-		s.norm = t.added.split(s.norm[:0], normalized, true)
+		if s.norm, err = t.added.split(s.norm[:0], normalized, true); err != nil {
+			return dst, regions, err
+		}
 		for j, q := range s.norm {
 			qpos := offsetIn(normalized, q.text)
 			if qpos < 0 {

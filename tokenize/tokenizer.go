@@ -17,20 +17,17 @@
 package tokenize
 
 import (
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gload/gload/internal/readcap"
 	"github.com/gload/gload/tokenize/decode"
 	"github.com/gload/gload/tokenize/model"
 	"github.com/gload/gload/tokenize/normalize"
@@ -93,24 +90,37 @@ func LoadWith(path string, opts Options) (*Tokenizer, error) {
 	return tok, nil
 }
 
-// ReadFile returns the bytes of a tokenizer.json file, gunzipping it when it is gzip-compressed.
+// Size caps of the files a tokenizer is read from (after gunzip too): the
+// largest real tokenizer.json files are about 35 MB, tokenizer_config.json
+// files and chat templates a few MB at most.
+const (
+	MaxTokenizerFileBytes = 128 << 20
+	MaxConfigFileBytes    = 16 << 20
+)
+
+// ReadFile returns the bytes of a tokenizer.json file, gunzipping it when it
+// is gzip-compressed; a file (or a pipe, or a device) of more than
+// MaxTokenizerFileBytes is an error naming it and the cap.
 func ReadFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCapped(path, readcap.Limit{Bytes: MaxTokenizerFileBytes, Name: "tokenize.MaxTokenizerFileBytes"})
 	if err != nil {
 		return nil, fmt.Errorf("read tokenizer: %w", err)
 	}
-	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("read tokenizer %s: %w", path, err)
-		}
-		plain, err := io.ReadAll(zr)
-		if err != nil {
-			return nil, fmt.Errorf("read tokenizer %s: gunzip: %w", path, err)
-		}
-		data = plain
-	}
 	return data, nil
+}
+
+// ReadConfigFile is ReadFile for a tokenizer_config.json or a chat template,
+// capped at MaxConfigFileBytes.
+func ReadConfigFile(path string) ([]byte, error) {
+	return readCapped(path, readcap.Limit{Bytes: MaxConfigFileBytes, Name: "tokenize.MaxConfigFileBytes"})
+}
+
+func readCapped(path string, l readcap.Limit) ([]byte, error) {
+	data, err := readcap.File(path, l)
+	if err == nil && readcap.IsGzip(data) {
+		data, err = readcap.Gunzip(data, path, l)
+	}
+	return data, err
 }
 
 type fileJSON struct {
@@ -252,8 +262,27 @@ func (t *Tokenizer) putSession(s *session) {
 	}
 }
 
+// Bounds of normalization: the normalized text of one document may be at
+// most NormalizeGrowth times its length plus NormalizeSlack bytes, and never
+// more than MaxNormalizedBytes; a document past them fails to encode with a
+// *normalize.LimitError naming the normalizer (tokenize skips it). Real
+// normalizers grow text by a small factor (NFKC of the worst code point:
+// about 11×; SentencePiece's "▁": 3×).
+const (
+	NormalizeGrowth    = 32
+	NormalizeSlack     = 64 << 10
+	MaxNormalizedBytes = 256 << 20
+)
+
+// normalizeBudget is the most normalized bytes a document of n bytes may
+// become.
+func normalizeBudget(n int) int { return min(MaxNormalizedBytes, NormalizeGrowth*n+NormalizeSlack) }
+
 func (t *Tokenizer) encodeSequence(s *session, dst []int32, text string) (_ []int32, err error) {
-	s.raw = t.added.split(s.raw[:0], text, false)
+	if s.raw, err = t.added.split(s.raw[:0], text, false); err != nil {
+		s.raw = s.raw[:0] // nothing to encode: the error is returned below
+	}
+	budget := normalizeBudget(len(text))
 pieces:
 	for i, p := range s.raw {
 		if p.id >= 0 {
@@ -262,9 +291,14 @@ pieces:
 		}
 		normalized := p.text
 		if t.normalizer != nil {
-			normalized = t.normalizer.Normalize(normalized)
+			if normalized, err = normalize.Apply(t.normalizer, normalized, budget); err != nil {
+				break pieces
+			}
+			budget -= len(normalized)
 		}
-		s.norm = t.added.split(s.norm[:0], normalized, true)
+		if s.norm, err = t.added.split(s.norm[:0], normalized, true); err != nil {
+			break pieces
+		}
 		for j, q := range s.norm {
 			if q.id >= 0 {
 				dst = append(dst, q.id)

@@ -48,11 +48,11 @@ func (c *chatFlags) setup(o *tokenizeOptions, eng tokenize.Engine, opts *pipelin
 	beside := filepath.Join(filepath.Dir(o.tokenizer), "tokenizer_config.json")
 	if path == "" {
 		path = beside
-		if _, err := tokenize.ReadFile(path); err != nil {
+		if _, err := tokenize.ReadConfigFile(path); err != nil {
 			path += ".gz"
 		}
 	} else if filepath.Ext(path) == ".jinja" {
-		if _, err := tokenize.ReadFile(beside); err == nil {
+		if _, err := tokenize.ReadConfigFile(beside); err == nil {
 			cfgPath = beside // bos_token/eos_token for the template
 		}
 	}

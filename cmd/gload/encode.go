@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -82,7 +83,10 @@ func (o *encodeOptions) run(in io.Reader, out io.Writer) error {
 	for {
 		jobs := make([]encodeJob, 0, batch)
 		for len(jobs) < batch {
-			b, err := br.ReadBytes('\n')
+			b, err := readLine(br, corpus.DefaultMaxDocBytes)
+			if errors.Is(err, errLineTooLong) {
+				return fmt.Errorf("stdin: line %d: %w", line+1, err)
+			}
 			if len(b) > 0 {
 				line++
 				jobs = append(jobs, encodeJob{line: line, text: string(b)})
@@ -186,7 +190,10 @@ func (o *encodeOptions) runBench(eng tokenize.Engine, in io.Reader, out io.Write
 	var texts []string
 	var size int64
 	for line := int64(1); ; line++ {
-		b, err := br.ReadBytes('\n')
+		b, err := readLine(br, corpus.DefaultMaxDocBytes)
+		if errors.Is(err, errLineTooLong) {
+			return fmt.Errorf("stdin: line %d: %w", line, err)
+		}
 		if len(b) > 0 {
 			j := encodeJob{line: line, text: string(b)}
 			text, ok, jerr := extractText(ex, j.text, line)
@@ -272,4 +279,24 @@ func encodeAll(eng tokenize.Engine, texts []string, addSpecial bool, workers int
 	p.tokens, p.secs = tokens.Load(), time.Since(start).Seconds()
 	p.busy = float64(busyNs.Load()) / 1e9 / p.secs / float64(workers)
 	return p, firstErr
+}
+
+// errLineTooLong is a line of stdin over the document cap.
+var errLineTooLong = fmt.Errorf("longer than %d bytes (corpus.DefaultMaxDocBytes, the largest document gload reads)", corpus.DefaultMaxDocBytes)
+
+// readLine is br.ReadBytes('\n') that stops with errLineTooLong once the
+// line passes max bytes, so stdin without newlines (/dev/zero) cannot take
+// all memory.
+func readLine(br *bufio.Reader, max int64) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if int64(len(line))+int64(len(frag)) > max+1 { // +1: the newline
+			return nil, errLineTooLong
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
 }

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gload/gload/internal/readcap"
 	"github.com/gload/gload/loader"
 )
 
@@ -134,11 +134,14 @@ func parseMixtureFile(path string, data []byte) (map[string]loader.MixtureSpec, 
 	return out, nil
 }
 
+// maxMixtureFileBytes bounds a --mixture-file (a mixture is a few hundred bytes).
+const maxMixtureFileBytes = 4 << 20
+
 // mixtures gathers --mixture and --mixture-file.
 func mixtures(flags []string, file string) (map[string]loader.MixtureSpec, error) {
 	out := map[string]loader.MixtureSpec{}
 	if file != "" {
-		data, err := os.ReadFile(file)
+		data, err := readcap.File(file, readcap.Limit{Bytes: maxMixtureFileBytes, Name: "gload serve --mixture-file"})
 		if err != nil {
 			return nil, fmt.Errorf("--mixture-file: %w", err)
 		}

@@ -35,6 +35,7 @@ type serveOptions struct {
 	drainTimeout    time.Duration
 	planCache       int
 	maxBatchBytes   int64
+	maxMixtureRows  int64
 	maxClientLabels int
 	maxStreams      int
 	maxBufferBytes  int64
@@ -98,6 +99,7 @@ clients take to start or attach to it; removed on exit).`,
 	f.DurationVar(&o.drainTimeout, "drain-timeout", loader.DefaultDrainTimeout, "on shutdown, how long open streams may run before they are ended")
 	f.IntVar(&o.planCache, "plan-cache", loader.DefaultPlanCacheSize, "epoch plans kept in memory")
 	f.Int64Var(&o.maxBatchBytes, "max-batch-bytes", loader.DefaultMaxBatchBytes, "largest encoded batch; larger shapes are refused")
+	f.Int64Var(&o.maxMixtureRows, "max-mixture-rows", loader.DefaultMaxMixtureRows, "most rows of a mixture epoch a client may ask for (epoch_samples/epoch_tokens/epoch_until), unless the sources together have more")
 	f.IntVar(&o.maxStreams, "max-streams", loader.DefaultMaxStreams, "most batch streams open at once; more are refused with RESOURCE_EXHAUSTED")
 	f.Int64Var(&o.maxBufferBytes, "max-buffer-bytes", loader.DefaultMaxBufferBytes,
 		"memory all streams together may hold for batches in flight (gRPC buffers and shm rings); a stream gets the prefetch that fits, or RESOURCE_EXHAUSTED")
@@ -252,6 +254,7 @@ func (o *serveOptions) startSteps(datasets map[string]string) (serveStart, error
 		DrainTimeout:      o.drainTimeout,
 		PlanCacheSize:     o.planCache,
 		MaxBatchBytes:     o.maxBatchBytes,
+		MaxMixtureRows:    o.maxMixtureRows,
 		MaxClientLabels:   o.maxClientLabels,
 		MaxStreams:        o.maxStreams,
 		MaxBufferBytes:    o.maxBufferBytes,

@@ -22,15 +22,15 @@ type tokenizerConfig struct {
 // config and no error.
 func readTokenizerConfig(tokenizerPath string) (tokenizerConfig, error) {
 	cfg := tokenizerConfig{path: filepath.Join(filepath.Dir(tokenizerPath), "tokenizer_config.json")}
-	data, err := os.ReadFile(cfg.path)
+	data, err := tokenize.ReadConfigFile(cfg.path)
 	if errors.Is(err, os.ErrNotExist) {
-		data, err = tokenize.ReadFile(cfg.path + ".gz")
+		data, err = tokenize.ReadConfigFile(cfg.path + ".gz")
 		if errors.Is(err, os.ErrNotExist) {
 			return cfg, nil
 		}
 	}
 	if err != nil {
-		return cfg, fmt.Errorf("read %s: %w", cfg.path, err)
+		return cfg, err // names the file
 	}
 	if err := json.Unmarshal(data, &cfg.tokens); err != nil {
 		return cfg, fmt.Errorf("%s: %w", cfg.path, err)

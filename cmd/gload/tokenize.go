@@ -311,16 +311,16 @@ func summaryWarnings(s pipeline.Summary) []string {
 func eosID(eng tokenize.Engine, tokenizerPath, token string) (int32, error) {
 	if token == "" {
 		cfg := filepath.Join(filepath.Dir(tokenizerPath), "tokenizer_config.json")
-		data, err := os.ReadFile(cfg)
-		if os.IsNotExist(err) {
-			data, err = tokenize.ReadFile(cfg + ".gz")
+		data, err := tokenize.ReadConfigFile(cfg)
+		if errors.Is(err, fs.ErrNotExist) {
+			data, err = tokenize.ReadConfigFile(cfg + ".gz")
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return 0, fmt.Errorf("--append-eos needs the EOS token: pass --eos-token TOKEN, or put the tokenizer's "+
 				"tokenizer_config.json (its eos_token) beside %s (looked for %s and %s.gz)", tokenizerPath, cfg, cfg)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("--append-eos: read %s: %w", cfg, err)
+			return 0, fmt.Errorf("--append-eos: %w", err)
 		}
 		var c struct {
 			EOS json.RawMessage `json:"eos_token"`

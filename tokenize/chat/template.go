@@ -26,14 +26,14 @@ type Template struct {
 // list-of-named-templates form, of which "default" is taken unless name picks another), or a .jinja file holding
 // the template itself. configPath, when not "", supplies bos_token/eos_token for a .jinja template.
 func LoadTemplate(path, name, configPath string) (*Template, error) {
-	raw, err := tokenize.ReadFile(path)
+	raw, err := tokenize.ReadConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
 	if strings.HasSuffix(path, ".jinja") || strings.HasSuffix(path, ".j2") || !looksJSON(raw) {
 		t := &Template{Name: filepath.Base(path), Source: string(raw), vars: map[string]jinja.Value{}}
 		if configPath != "" {
-			cfgRaw, err := tokenize.ReadFile(configPath)
+			cfgRaw, err := tokenize.ReadConfigFile(configPath)
 			if err != nil {
 				return nil, err
 			}

@@ -63,7 +63,7 @@ func fromJSON(raw json.RawMessage, path string) (Normalizer, error) {
 			if inner, ok := n.(sequence); ok {
 				seq = append(seq, inner...)
 			} else {
-				seq = append(seq, n)
+				seq = append(seq, withPath(n, p))
 			}
 		}
 		return seq, nil

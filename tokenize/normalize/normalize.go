@@ -30,5 +30,9 @@ type Normalizer interface {
 // Sequence); path is its JSON path for error messages. A null or absent raw gives (nil, nil).
 // An unknown type or option is a *tokjson.UnsupportedError naming path.
 func FromJSON(raw json.RawMessage, path string) (Normalizer, error) {
-	return fromJSON(raw, path)
+	n, err := fromJSON(raw, path)
+	if err != nil || n == nil {
+		return nil, err
+	}
+	return withPath(n, path), nil
 }

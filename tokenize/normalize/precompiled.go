@@ -109,8 +109,17 @@ func (p *precompiled) transform(key string) (string, bool) {
 }
 
 func (p *precompiled) Normalize(s string) string {
+	out, _ := p.normalizeMax(s, -1)
+	return out
+}
+
+// normalizeMax is Normalize that gives up (ok false) once the output passes
+// max bytes (max < 0: no cap): a charsmap may map a character to a long
+// string.
+func (p *precompiled) normalizeMax(s string, max int) (string, bool) {
 	var b []byte // nil until the first change
 	done := 0    // s[:done] is accounted for in b (or unchanged when b is nil)
+	over := false
 	emit := func(at, end int, repl string) {
 		if b == nil {
 			if s[at:end] == repl {
@@ -123,10 +132,11 @@ func (p *precompiled) Normalize(s string) string {
 		}
 		b = append(b, repl...)
 		done = end
+		over = over || (max >= 0 && len(b) > max)
 	}
 	var win *graphemeWindow
 	t := tables()
-	for i := 0; i < len(s); {
+	for i := 0; i < len(s) && !over; {
 		c := s[i]
 		// An ASCII byte other than CR followed by ASCII (or the end) is a grapheme of its own.
 		if c < utf8.RuneSelf && c != '\r' && (i+1 == len(s) || s[i+1] < utf8.RuneSelf) {
@@ -167,11 +177,14 @@ func (p *precompiled) Normalize(s string) string {
 	if win != nil && cap(win.runes) <= 1<<12 {
 		graphemeWindows.Put(win)
 	}
+	if over {
+		return "", false
+	}
 	if b == nil {
-		return s
+		return s, max < 0 || len(s) <= max
 	}
 	b = append(b, s[done:]...)
-	return string(b)
+	return string(b), max < 0 || len(b) <= max
 }
 
 func nextRune(s string, i int) rune {

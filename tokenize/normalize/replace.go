@@ -58,6 +58,13 @@ func parseRunPattern(p string) *runPattern {
 
 // replaceRuns substitutes content for every match of the run pattern in s.
 func (rp *runPattern) replace(s, content string) string {
+	out, _ := rp.replaceMax(s, content, -1)
+	return out
+}
+
+// replaceMax is replace that gives up (ok false) once the output passes max
+// bytes (max < 0: no cap).
+func (rp *runPattern) replaceMax(s, content string, max int) (string, bool) {
 	var b []byte
 	done := 0
 	for i := 0; i < len(s); {
@@ -84,13 +91,17 @@ func (rp *runPattern) replace(s, content string) string {
 			b = append(b, content...)
 			pos += n * w
 			done = pos
+			if max >= 0 && len(b) > max {
+				return "", false
+			}
 		}
 		i = end
 	}
 	if b == nil {
-		return s
+		return s, max < 0 || len(s) <= max
 	}
-	return string(append(b, s[done:]...))
+	b = append(b, s[done:]...)
+	return string(b), max < 0 || len(b) <= max
 }
 
 func (n *replace) Normalize(s string) string {
@@ -112,6 +123,11 @@ func (n *replace) Normalize(s string) string {
 		// A match error (backtracking limit) leaves the text as it is: Normalize cannot report it.
 		return s
 	}
+	return n.build(s, matches)
+}
+
+// build writes s with content for every match.
+func (n *replace) build(s string, matches [][]int) string {
 	var b strings.Builder
 	b.Grow(len(s) + len(matches)*len(n.content))
 	last := 0

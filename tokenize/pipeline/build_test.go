@@ -238,7 +238,7 @@ func TestBadInputSkippedAndCounted(t *testing.T) {
 	}
 	// The next run into it is told that --overwrite is safe there (only gload's own files remain).
 	_, err = Run(context.Background(), Options{Inputs: []string{in}, Out: strictOut, Engine: tok})
-	if err == nil || !strings.Contains(err.Error(), "--overwrite is safe here") {
+	if err == nil || !strings.Contains(err.Error(), "it deletes only files gload wrote") {
 		t.Fatalf("after a failed strict run: err = %v", err)
 	}
 }

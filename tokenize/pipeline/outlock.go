@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gload/gload/internal/readcap"
 )
 
 // lockName is the lock file a run holds in its output directory (flock, exclusive); it holds the holder's pid and
@@ -132,7 +134,7 @@ func lockOut(out string, resume bool) (*outLock, error) {
 // holder names the pid recorded in a held lock file (written just after the holder took it, so retried briefly).
 func holder(path string) string {
 	for range 50 {
-		if b, err := os.ReadFile(path); err == nil {
+		if b, err := readcap.File(path, readcap.Limit{Bytes: 4 << 10, Name: "a lock file"}); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 				return fmt.Sprintf("pid %d", pid)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize/corpus"
+	"github.com/gload/gload/tokenize/normalize"
 )
 
 // Chunking of the record stream: one job is at most chunkRecords records or chunkBytes bytes of input.
@@ -412,6 +413,10 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor, scratch []byte) [
 		if err != nil {
 			ids = ids[:start]
 			it.reason, it.where = "tokenizer error", where()+": "+err.Error()
+			if le := (*normalize.LimitError)(nil); errors.As(err, &le) {
+				// A tokenizer.json whose normalizers amplify text: skipped, naming the normalizer.
+				it.reason = "normalized too large"
+			}
 			continue
 		}
 		if o.AppendEOS {

@@ -275,3 +275,4 @@ func removeStray(dir string, keep []dataset.ShardInfo) error {
 	}
 	return nil
 }
+
