@@ -4,13 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/gload/gload/tokenize/chat/jinja"
 
 	"github.com/gload/gload/tokenize"
 )
@@ -21,6 +23,7 @@ const IgnoreIndex = -100
 // Skip kinds: why a record gives no sample. They are the prefixes of the reference error records.
 const (
 	KindRaised       = "template raised"
+	KindLimit        = "template exceeded a sandbox limit"
 	KindUnstable     = "template is not prefix-stable"
 	KindBadRecord    = "bad record"
 	KindAllTruncated = "all trained tokens cut by --max-length"
@@ -76,6 +79,9 @@ type Options struct {
 	MaxLength int
 	// DropAllTruncated skips a sample that had trained tokens of which truncation cut every one.
 	DropAllTruncated bool
+	// TemplateDate is the instant strftime_now() returns in every render (one per run, so that runs are
+	// reproducible); the zero time means the wall clock at each render, as transformers does.
+	TemplateDate time.Time
 }
 
 // Encoder renders and tokenizes records. Safe for concurrent use.
@@ -115,7 +121,14 @@ func (s *Sample) Trained() int {
 
 // Record encodes one JSON record: {messages[, tools]}, TRL's {prompt: [...], completion: [...]} or
 // {prompt: str, completion: str}. A record that gives no sample returns a *SkipError.
-func (e *Encoder) Record(raw []byte) (*Sample, error) {
+func (e *Encoder) Record(raw []byte) (s *Sample, err error) {
+	defer func() {
+		// Last line of defence: the sandbox stops every template error it knows of; a panic here is a bug, and it
+		// costs the record, not the run.
+		if r := recover(); r != nil {
+			s, err = nil, &SkipError{Kind: KindRaised, Msg: fmt.Sprintf("internal error (please report): %v", r)}
+		}
+	}()
 	var rec map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return nil, &SkipError{Kind: KindBadRecord, Msg: "not a JSON object: " + err.Error()}
@@ -206,8 +219,12 @@ func role(m jinja.Value) string {
 }
 
 func (e *Encoder) render(msgs []jinja.Value, tools jinja.Value, gen bool) (string, error) {
-	out, err := e.tmpl.Render(msgs, tools, gen)
+	out, err := e.tmpl.Render(msgs, tools, gen, e.opts.TemplateDate)
 	if err != nil {
+		var le *jinja.LimitError
+		if errors.As(err, &le) {
+			return "", &SkipError{Kind: KindLimit, Msg: err.Error()}
+		}
 		return "", &SkipError{Kind: KindRaised, Msg: err.Error()}
 	}
 	return out, nil
@@ -433,13 +450,26 @@ func (e *Encoder) Hash() string {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	fmt.Fprintf(h, "gload-chat-v1\x00%s\x00%d:%s\x00", e.tok.Hash(), len(e.tmpl.Source), e.tmpl.Source)
+	// v2: the sandboxed engine (Jinja2's errors and printing where v1 rendered otherwise).
+	fmt.Fprintf(h, "gload-chat-v2\x00%s\x00%d:%s\x00", e.tok.Hash(), len(e.tmpl.Source), e.tmpl.Source)
 	for _, k := range keys {
 		fmt.Fprintf(h, "%s=%s\x00", k, e.tmpl.vars[k].String())
 	}
-	fmt.Fprintf(h, "%+v", e.opts)
+	o := e.opts
+	o.TemplateDate = time.Time{}
+	fmt.Fprintf(h, "%+v", o)
+	if e.UsesDate() {
+		// Only a template that calls strftime_now depends on the date.
+		fmt.Fprintf(h, "\x00date=%s", e.opts.TemplateDate.UTC().Format(time.RFC3339Nano))
+	}
+	if e.tmpl.Limits != (jinja.Limits{}) {
+		fmt.Fprintf(h, "\x00limits=%+v", e.tmpl.Limits)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// UsesDate reports whether the template calls strftime_now (its output then depends on Options.TemplateDate).
+func (e *Encoder) UsesDate() bool { return strings.Contains(e.tmpl.Source, "strftime_now") }
 
 // MaxLength is the truncation length of the options (0: none).
 func (e *Encoder) MaxLength() int { return e.opts.MaxLength }

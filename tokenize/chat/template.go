@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/gload/gload/tokenize/chat/jinja"
 
 	"github.com/gload/gload/tokenize"
 )
@@ -18,8 +19,10 @@ type Template struct {
 	Name     string // where it came from: "tokenizer_config.json", "tokenizer_config.json[tool_use]", "FILE.jinja"
 	Source   string
 	BOS, EOS string // "" when the config has none
-	vars     map[string]jinja.Value
-	tmpl     *jinja.Template
+	// Limits are the sandbox's budgets for each render (zero value: jinja.DefaultLimits). Set before use.
+	Limits jinja.Limits
+	vars   map[string]jinja.Value
+	tmpl   *jinja.Template
 }
 
 // LoadTemplate reads a chat template: a tokenizer_config.json (plain or gzip'd; its "chat_template" a string or the
@@ -146,13 +149,18 @@ func (t *Template) compile() error {
 	return nil
 }
 
-// raisedError is an error the template raised (raise_exception, or a failed expression).
-type raisedError struct{ msg string }
+// StepsPerByte is the steps budget a render gets per byte of message content (and per 64 bytes per message), on
+// top of Limits.MaxSteps.
+const StepsPerByte = 100
 
-func (e *raisedError) Error() string { return e.msg }
+// Render renders messages (and tools, if not nil) with add_generation_prompt as asked, in the sandbox; now is what
+// strftime_now() formats (the zero time: the wall clock, as transformers does). A template error is a
+// *jinja.LimitError (a sandbox budget ran out) or an error worded as Jinja2's; Render never panics.
+func (t *Template) Render(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool, now time.Time) (string, error) {
+	return t.render(messages, tools, addGenerationPrompt, now, nil)
+}
 
-// Render renders messages (and tools, if not nil) with add_generation_prompt as asked.
-func (t *Template) Render(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool) (string, error) {
+func (t *Template) render(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool, now time.Time, usage *jinja.Usage) (string, error) {
 	data := make(map[string]jinja.Value, len(t.vars)+4)
 	for k, v := range t.vars {
 		data[k] = v
@@ -162,9 +170,21 @@ func (t *Template) Render(messages []jinja.Value, tools jinja.Value, addGenerati
 	if !tools.IsUndefined() {
 		data["tools"] = tools
 	}
-	out, err := t.tmpl.RenderValues(data)
-	if err != nil {
-		return "", &raisedError{msg: err.Error()}
+	lim := t.Limits
+	if lim == (jinja.Limits{}) {
+		lim = jinja.DefaultLimits
 	}
-	return out, nil
+	// The steps budget grows with the conversation: the fixture templates take at most 2 steps per byte of content
+	// (TestSandboxHeadroom), so 100 per byte (plus 64 bytes a message) leaves 50× headroom at any length.
+	n := int64(0)
+	for _, m := range messages {
+		n += 64
+		if m.IsDict() {
+			if c, ok := m.AsDict().Get("content"); ok && c.IsString() {
+				n += int64(len(c.AsString()))
+			}
+		}
+	}
+	lim.MaxSteps += StepsPerByte * n
+	return t.tmpl.RenderWith(data, jinja.RenderOptions{Limits: lim, Now: now, Usage: usage})
 }
