@@ -28,6 +28,7 @@ const (
 	KindBadRecord    = "bad record"
 	KindAllTruncated = "all trained tokens cut by --max-length"
 	KindTokenizer    = "tokenizer"
+	KindInternal     = "internal error (please report)"
 )
 
 // SkipError says why a record was skipped; Kind is one of the Kind constants.
@@ -126,7 +127,7 @@ func (e *Encoder) Record(raw []byte) (s *Sample, err error) {
 		// Last line of defence: the sandbox stops every template error it knows of; a panic here is a bug, and it
 		// costs the record, not the run.
 		if r := recover(); r != nil {
-			s, err = nil, &SkipError{Kind: KindRaised, Msg: fmt.Sprintf("internal error (please report): %v", r)}
+			s, err = nil, &SkipError{Kind: KindInternal, Msg: fmt.Sprint(r)}
 		}
 	}()
 	var rec map[string]json.RawMessage
@@ -224,6 +225,10 @@ func (e *Encoder) render(msgs []jinja.Value, tools jinja.Value, gen bool) (strin
 		var le *jinja.LimitError
 		if errors.As(err, &le) {
 			return "", &SkipError{Kind: KindLimit, Msg: err.Error()}
+		}
+		var pe *jinja.PanicError
+		if errors.As(err, &pe) {
+			return "", &SkipError{Kind: KindInternal, Msg: err.Error()}
 		}
 		return "", &SkipError{Kind: KindRaised, Msg: err.Error()}
 	}

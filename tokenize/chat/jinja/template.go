@@ -4,6 +4,7 @@ package jinja
 
 import (
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 )
@@ -73,7 +74,7 @@ func (t *Template) RenderWith(data map[string]Value, o RenderOptions) (out strin
 				err = le
 				return
 			}
-			err = fmt.Errorf("template engine failure at template line %d: %v", b.line, r)
+			err = &PanicError{Line: b.line, Value: r, Stack: string(debug.Stack())}
 		}
 	}()
 	return render(t.nodes, data, b)
@@ -98,4 +99,16 @@ func render(nodes []node, data map[string]Value, b *budget) (string, error) {
 	}
 
 	return e.output.String(), nil
+}
+
+// PanicError is a panic of the engine itself, recovered at the render's boundary: a bug of this package (the
+// sandbox's own limits end in a *LimitError). The render fails; the process goes on.
+type PanicError struct {
+	Line  int
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("template engine failure at template line %d: %v", e.Line, e.Value)
 }
