@@ -83,6 +83,9 @@ type Options struct {
 	// TemplateDate is the instant strftime_now() returns in every render (one per run, so that runs are
 	// reproducible); the zero time means the wall clock at each render, as transformers does.
 	TemplateDate time.Time
+	// TemplateDateGiven says TemplateDate was asked for (--template-date): a resumed run then keeps it rather than
+	// taking the interrupted run's.
+	TemplateDateGiven bool
 }
 
 // Encoder renders and tokenizes records. Safe for concurrent use.
@@ -461,7 +464,7 @@ func (e *Encoder) Hash() string {
 		fmt.Fprintf(h, "%s=%s\x00", k, e.tmpl.vars[k].String())
 	}
 	o := e.opts
-	o.TemplateDate = time.Time{}
+	o.TemplateDate, o.TemplateDateGiven = time.Time{}, false
 	fmt.Fprintf(h, "%+v", o)
 	if e.UsesDate() {
 		// Only a template that calls strftime_now depends on the date.
@@ -472,6 +475,16 @@ func (e *Encoder) Hash() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// TemplateDate is Options.TemplateDate.
+func (e *Encoder) TemplateDate() time.Time { return e.opts.TemplateDate }
+
+// TemplateDateGiven is Options.TemplateDateGiven.
+func (e *Encoder) TemplateDateGiven() bool { return e.opts.TemplateDateGiven }
+
+// SetTemplateDate changes Options.TemplateDate (a resumed run takes the interrupted run's); call it before the
+// encoder is used.
+func (e *Encoder) SetTemplateDate(t time.Time) { e.opts.TemplateDate = t }
 
 // UsesDate reports whether the template calls strftime_now (its output then depends on Options.TemplateDate).
 func (e *Encoder) UsesDate() bool { return strings.Contains(e.tmpl.Source, "strftime_now") }

@@ -206,3 +206,28 @@ func TestSandboxJinja2Semantics(t *testing.T) {
 		})
 	}
 }
+
+// TestTemplateDate: strftime_now() formats Options.TemplateDate in every render (not the wall clock), and the
+// encoder's hash covers the date only for templates that call strftime_now.
+func TestTemplateDate(t *testing.T) {
+	day := time.Date(2024, 7, 23, 10, 5, 0, 0, time.UTC)
+	dated := mustTemplate(t, `{{ strftime_now('%d %b %Y %H:%M') }}|{{ strftime_now() }}`, jinja.Limits{})
+	e := &Encoder{tmpl: dated, opts: Options{TemplateDate: day}}
+	for range 2 {
+		out, err := e.render(nil, jinja.Undefined(), false)
+		if err != nil || out != "23 Jul 2024 10:05|2024-07-23" {
+			t.Fatalf("got %q, %v", out, err)
+		}
+	}
+	e2 := &Encoder{tmpl: dated, opts: Options{TemplateDate: day.Add(24 * time.Hour)}}
+	if out, _ := e2.render(nil, jinja.Undefined(), false); out != "24 Jul 2024 10:05|2024-07-24" {
+		t.Fatalf("next day: %q", out)
+	}
+	if !e.UsesDate() {
+		t.Fatal("UsesDate false")
+	}
+	plain := mustTemplate(t, `{{ messages|length }}`, jinja.Limits{})
+	if (&Encoder{tmpl: plain}).UsesDate() {
+		t.Fatal("UsesDate true for a template without strftime_now")
+	}
+}
