@@ -225,27 +225,85 @@ func role(m jinja.Value) string {
 func (e *Encoder) render(msgs []jinja.Value, tools jinja.Value, gen bool) (string, error) {
 	out, err := e.tmpl.Render(msgs, tools, gen, e.opts.TemplateDate)
 	if err != nil {
-		var le *jinja.LimitError
-		if errors.As(err, &le) {
-			return "", &SkipError{Kind: KindLimit, Msg: err.Error()}
-		}
-		var pe *jinja.PanicError
-		if errors.As(err, &pe) {
-			return "", &SkipError{Kind: KindInternal, Msg: err.Error()}
-		}
-		return "", &SkipError{Kind: KindRaised, Msg: err.Error()}
+		return "", skipFor(err)
 	}
 	return out, nil
 }
 
+// skipFor turns a template error into the record's skip.
+func skipFor(err error) error {
+	if err == nil {
+		return nil
+	}
+	var le *jinja.LimitError
+	if errors.As(err, &le) {
+		return &SkipError{Kind: KindLimit, Msg: err.Error()}
+	}
+	var pe *jinja.PanicError
+	if errors.As(err, &pe) {
+		return &SkipError{Kind: KindInternal, Msg: err.Error()}
+	}
+	return &SkipError{Kind: KindRaised, Msg: err.Error()}
+}
+
 type segment struct{ start, end int } // byte range of the rendering
 
-// Messages applies the segment rule to a conversation.
+// Messages applies the segment rule to a conversation. Where the template's shape allows it (jinja.Prefixes), one
+// render of the conversation gives every prefix's rendering (linear in the number of turns); otherwise, and for
+// every record the linear path cannot settle (a prefix it cannot derive, a prefix-stability failure, an error in
+// a prefix's render), each prefix is rendered, as the rule states it.
 func (e *Encoder) Messages(msgs []jinja.Value, tools jinja.Value) (*Sample, error) {
-	full, err := e.render(msgs, tools, false)
-	if err != nil {
+	full, pts, err := e.tmpl.renderTracked(msgs, tools, e.opts.TemplateDate)
+	if err = skipFor(err); err != nil {
 		return nil, err
 	}
+	if pts != nil {
+		if segs, ok := linearSegments(msgs, full, pts); ok {
+			return e.encodeSegments(full, segs)
+		}
+	}
+	return e.messagesExact(msgs, tools, full)
+}
+
+// linearSegments computes the segments from the tracked render's prefix points; ok is false if any prefix could
+// not be derived or any check of the rule fails (the exact path then decides, with its messages).
+func linearSegments(msgs []jinja.Value, full string, pts *jinja.Prefixes) ([]segment, bool) {
+	var segs []segment
+	for i, m := range msgs {
+		if role(m) != "assistant" {
+			continue
+		}
+		// full_i = render(msgs[:i+1]) = full[:offF] + tailF must be a prefix of full.
+		offF, ok := pts.Offset(i + 1)
+		if !ok {
+			return nil, false
+		}
+		tailF, ok, err := pts.Tail(i+1, false)
+		if !ok || err != nil || !strings.HasPrefix(full[offF:], tailF) {
+			return nil, false
+		}
+		endF := offF + len(tailF)
+		start := 0
+		if i > 0 {
+			// prefix_i = render(msgs[:i], add_generation_prompt) = full[:offP] + tailP must be a prefix of full_i.
+			offP, ok := pts.Offset(i)
+			if !ok || offP > endF {
+				return nil, false
+			}
+			tailP, ok, err := pts.Tail(i, true)
+			if !ok || err != nil || !strings.HasPrefix(full[offP:endF], tailP) {
+				return nil, false
+			}
+			start = offP + len(tailP)
+		}
+		segs = append(segs, segment{start, endF})
+	}
+	return segs, true
+}
+
+// messagesExact is the rule as stated: every prefix rendered (full is the rendering of msgs).
+func (e *Encoder) messagesExact(msgs []jinja.Value, tools jinja.Value, full string) (*Sample, error) {
+	var err error
 	var segs []segment
 	var unstable error
 	for i, m := range msgs {
@@ -359,16 +417,24 @@ func (e *Encoder) encodeSegments(rendered string, segs []segment) (*Sample, erro
 	}
 	slices.Sort(cuts)
 	cuts = slices.Compact(cuts)
-	// inside[r]: whether region r (from cuts[r-1] to cuts[r]) lies in a segment.
+	// inside[r]: whether region r (from cuts[r-1] to cuts[r]) lies in a segment, i.e. whether some segment has
+	// start <= p < end for p = cuts[r-1]: the segments sorted by start, with the running maximum of their ends,
+	// answer that by binary search (linear overall in the number of turns).
+	sorted := slices.Clone(segs)
+	slices.SortFunc(sorted, func(a, b segment) int { return a.start - b.start })
+	maxEnd := make([]int, len(sorted))
+	for i, s := range sorted {
+		maxEnd[i] = s.end
+		if i > 0 {
+			maxEnd[i] = max(maxEnd[i], maxEnd[i-1])
+		}
+	}
 	inside := make([]bool, len(cuts)+1)
 	for r := 1; r <= len(cuts); r++ {
 		p := cuts[r-1]
-		for _, s := range segs {
-			if s.start <= p && p < s.end {
-				inside[r] = true
-				break
-			}
-		}
+		// j: the number of segments with start <= p.
+		j, _ := slices.BinarySearchFunc(sorted, p+1, func(s segment, t int) int { return s.start - t })
+		inside[r] = j > 0 && p < maxEnd[j-1]
 	}
 	ids, regions, err := e.tok.EncodeRegions(nil, nil, rendered, cuts)
 	if err != nil {

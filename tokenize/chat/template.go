@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gload/gload/tokenize/chat/jinja"
@@ -23,6 +24,8 @@ type Template struct {
 	Limits jinja.Limits
 	vars   map[string]jinja.Value
 	tmpl   *jinja.Template
+	// renders counts whole-conversation renders (prefix tails not counted), for tests of linear rendering.
+	renders atomic.Int64
 }
 
 // LoadTemplate reads a chat template: a tokenizer_config.json (plain or gzip'd; its "chat_template" a string or the
@@ -161,6 +164,20 @@ func (t *Template) Render(messages []jinja.Value, tools jinja.Value, addGenerati
 }
 
 func (t *Template) render(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool, now time.Time, usage *jinja.Usage) (string, error) {
+	data, o := t.setup(messages, tools, addGenerationPrompt, now, usage)
+	t.renders.Add(1)
+	return t.tmpl.RenderWith(data, o)
+}
+
+// renderTracked renders messages without the generation prompt, as render does, and returns with it a
+// *jinja.Prefixes for the prefixes' renderings (nil if the template's shape does not allow it).
+func (t *Template) renderTracked(messages []jinja.Value, tools jinja.Value, now time.Time) (string, *jinja.Prefixes, error) {
+	data, o := t.setup(messages, tools, false, now, nil)
+	t.renders.Add(1)
+	return t.tmpl.RenderTracked(data, "messages", "add_generation_prompt", o)
+}
+
+func (t *Template) setup(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool, now time.Time, usage *jinja.Usage) (map[string]jinja.Value, jinja.RenderOptions) {
 	data := make(map[string]jinja.Value, len(t.vars)+4)
 	for k, v := range t.vars {
 		data[k] = v
@@ -186,5 +203,5 @@ func (t *Template) render(messages []jinja.Value, tools jinja.Value, addGenerati
 		}
 	}
 	lim.MaxSteps += StepsPerByte * n
-	return t.tmpl.RenderWith(data, jinja.RenderOptions{Limits: lim, Now: now, Usage: usage})
+	return data, jinja.RenderOptions{Limits: lim, Now: now, Usage: usage}
 }

@@ -42,6 +42,9 @@ func registerGlobals(s *scope) {
 func builtinNamespace(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	d, _ := builtinDict(b, args, kwargs)
 	d.AsDict().namespace = true
+	if b.track != nil {
+		b.track.spaces = append(b.track.spaces, d.AsDict())
+	}
 	return d, nil
 }
 

@@ -192,6 +192,17 @@ func (e *evaluator) execFor(n *forNode) error {
 
 	child := newScope(e.scope)
 	child.set("loop", loop)
+	tr := e.b.track
+	if tr != nil && n != tr.loop {
+		tr = nil
+	}
+	if tr != nil {
+		tr.loopDict = ld
+		tr.topScope = &scope{vars: make(map[string]Value, len(e.scope.vars)), parent: e.scope.parent}
+		for k, v := range e.scope.vars {
+			tr.topScope.vars[k] = v
+		}
+	}
 	// loop.cycle: one callable per loop, reading the current index.
 	var cycleIdx int64
 	ld.Data["cycle"] = NewCallable("loop.cycle", func(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -238,6 +249,9 @@ func (e *evaluator) execFor(n *forNode) error {
 		}
 
 		cycleIdx = idx
+		if tr != nil {
+			tr.iter = i
+		}
 
 		old := e.scope
 		e.scope = child
@@ -247,13 +261,21 @@ func (e *evaluator) execFor(n *forNode) error {
 
 		if err != nil {
 			if errors.Is(err, errBreak) {
+				if tr != nil {
+					tr.broke = true
+				}
 				break
 			}
-			if errors.Is(err, errContinue) {
-				continue
+			if !errors.Is(err, errContinue) {
+				return err
 			}
-			return err
 		}
+		if tr != nil {
+			tr.iterationDone(i, e.output.Len())
+		}
+	}
+	if tr != nil {
+		tr.loopDict = nil
 	}
 
 	return nil
@@ -548,6 +570,9 @@ func (e *evaluator) evalAttr(n *attrExpr) (Value, error) {
 	if obj.IsUndefined() {
 		return Undefined(), undefinedError(obj)
 	}
+	if tr := e.b.track; tr != nil && obj.IsDict() && obj.AsDict() == tr.loopDict {
+		tr.loopAttr(n.attr, tr.iter)
+	}
 
 	// Dict attribute access.
 	if obj.IsDict() {
@@ -594,6 +619,18 @@ func (e *evaluator) evalItem(n *itemExpr) (Value, error) {
 	}
 	if obj.IsUndefined() {
 		return Undefined(), undefinedError(obj)
+	}
+	if tr := e.b.track; tr != nil {
+		switch {
+		case obj.IsList() && obj.AsList() == tr.list:
+			if key.IsInt() {
+				tr.index(key.AsInt())
+			} else {
+				tr.lenSeen = true
+			}
+		case obj.IsDict() && obj.AsDict() == tr.loopDict:
+			tr.loopAttr(printValue(e.b, key), tr.iter)
+		}
 	}
 
 	if obj.IsList() {

@@ -69,7 +69,8 @@ type budget struct {
 	alloc    int64
 	line     int
 	now      time.Time
-	reprs    []any // containers being printed, for Python's [...] / {...} on a container that holds itself
+	reprs    []any    // containers being printed, for Python's [...] / {...} on a container that holds itself
+	track    *tracker // RenderTracked's observations, or nil
 }
 
 func (b *budget) fail(limit string, max int64) {

@@ -4,6 +4,7 @@ package jinja
 
 import (
 	"fmt"
+	"sync"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -11,8 +12,10 @@ import (
 
 // Template is a compiled Jinja template ready for rendering.
 type Template struct {
-	nodes []node
-	src   string
+	nodes    []node
+	src      string
+	planOnce sync.Once
+	plan     *linearPlan
 }
 
 // Compile parses a Jinja template source string and returns a compiled
@@ -36,6 +39,10 @@ type RenderOptions struct {
 	Limits Limits    // zero value: DefaultLimits
 	Now    time.Time // what strftime_now formats; zero: time.Now() at the call
 	Usage  *Usage    // if not nil, filled with what the render used (also on error)
+
+	track     *tracker         // RenderTracked
+	top       *scope           // Prefixes.Tail: the scope the tail runs over
+	overrides map[string]Value // Prefixes.Tail: names set over top
 }
 
 // Render executes the template with the provided data and returns the
@@ -57,7 +64,26 @@ func (t *Template) RenderValues(data map[string]Value) (string, error) {
 // RenderWith renders within the sandbox's limits: an error is what the template raised, a *LimitError, or (should
 // the engine have a bug) a recovered panic; it never panics itself.
 func (t *Template) RenderWith(data map[string]Value, o RenderOptions) (out string, err error) {
-	b := &budget{lim: o.Limits, now: o.Now}
+	return sandboxed(o, func(b *budget) (string, error) { return render(t.nodes, data, b) })
+}
+
+// renderTail runs nodes in a scope over o.top with o.overrides, in the sandbox.
+func renderTail(nodes []node, o RenderOptions) (string, error) {
+	return sandboxed(o, func(b *budget) (string, error) {
+		e := evaluator{b: b, builtins: cachedBuiltins, scope: newScope(o.top)}
+		for k, v := range o.overrides {
+			e.scope.set(k, v)
+		}
+		if err := e.execNodes(nodes); err != nil {
+			return "", err
+		}
+		return e.output.String(), nil
+	})
+}
+
+// sandboxed runs f with a fresh budget of o's limits, turning the sandbox's panics into errors.
+func sandboxed(o RenderOptions, f func(b *budget) (string, error)) (out string, err error) {
+	b := &budget{lim: o.Limits, now: o.Now, track: o.track}
 	if b.lim == (Limits{}) {
 		b.lim = DefaultLimits
 	}
@@ -77,7 +103,7 @@ func (t *Template) RenderWith(data map[string]Value, o RenderOptions) (out strin
 			err = &PanicError{Line: b.line, Value: r, Stack: string(debug.Stack())}
 		}
 	}()
-	return render(t.nodes, data, b)
+	return f(b)
 }
 
 // render executes the AST with the given data and returns the result.
