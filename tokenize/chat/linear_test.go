@@ -161,3 +161,21 @@ func TestLinearTracksObservations(t *testing.T) {
 		})
 	}
 }
+
+// TestLinearRebound: a template that sets messages to another list before its loop is labelled by the rule.
+func TestLinearRebound(t *testing.T) {
+	tok, err := tokenize.Load(fixtures.TokenizerPath(t, "llama3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := mustTemplate(t, "{% set messages = other %}{% for m in messages %}<{{ m.role }}>{{ m.content }}</>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}", jinja.Limits{})
+	tm.vars["other"] = jinja.NewList(longConversation(t, 6, false))
+	enc := NewEncoder(tok, tm, Options{})
+	msgs := longConversation(t, 4, false)
+	got, gotErr := enc.Messages(msgs, jinja.Undefined())
+	full, _ := tm.Render(msgs, jinja.Undefined(), false, enc.opts.TemplateDate)
+	want, wantErr := enc.messagesExact(msgs, jinja.Undefined(), full)
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || gotErr == nil && !slices.Equal(got.Labels, want.Labels) {
+		t.Fatalf("got %v, rule's %v", gotErr, wantErr)
+	}
+}

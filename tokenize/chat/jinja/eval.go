@@ -196,6 +196,10 @@ func (e *evaluator) execFor(n *forNode) error {
 	if tr != nil && n != tr.loop {
 		tr = nil
 	}
+	if tr != nil && !(iterVal.IsList() && iterVal.AsList() == tr.list) {
+		tr.broke = true // the loop does not run over the list given (the template set the name to another)
+		tr = nil
+	}
 	if tr != nil {
 		tr.loopDict = ld
 		tr.topScope = &scope{vars: make(map[string]Value, len(e.scope.vars)), parent: e.scope.parent}

@@ -1,6 +1,5 @@
 package jinja
 
-
 // Prefix renders in one pass. The chat segment rule needs the rendering of every prefix messages[:k] of a
 // conversation (with and without the generation prompt); rendering each is quadratic in the number of turns. For a
 // template whose top level is "preamble, one for-loop over messages, tail", the rendering of messages[:k] is the
@@ -405,4 +404,3 @@ func (t *Template) linear(listVar, genVar string) *linearPlan {
 	t.planOnce.Do(func() { t.plan = planLinear(t.nodes, listVar, genVar) })
 	return t.plan
 }
-

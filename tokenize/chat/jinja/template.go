@@ -4,9 +4,9 @@ package jinja
 
 import (
 	"fmt"
-	"sync"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 )
 
