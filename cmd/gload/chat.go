@@ -81,9 +81,6 @@ func (c *chatFlags) setup(o *tokenizeOptions, eng tokenize.Engine, opts *pipelin
 	// Inputs by extension (JSONL, Parquet, HF dataset dirs); Parquet/Arrow rows come as JSON objects of all columns.
 	opts.Corpus.Format = corpus.FormatAuto
 	opts.Corpus.RowJSON = true
-	if o.keepColumns != nil {
-		return fmt.Errorf("--format chat: --keep-columns is not supported yet")
-	}
 	return nil
 }
 

@@ -288,3 +288,46 @@ func TestTokenizeChatDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenizeChatKeepColumns: --keep-columns with --format chat carries record fields (a string, a nested one by
+// dotted path, a number as JSON, a missing one) into string columns beside input_ids and labels, row for row,
+// skipped records leaving no row; the conversation's own fields can be kept too.
+func TestTokenizeChatKeepColumns(t *testing.T) {
+	dir := t.TempDir()
+	tokDir := filepath.Join(dir, "tok")
+	os.Mkdir(tokDir, 0o755)
+	gunzipTo(t, fixtures.TokenizerPath(t, "qwen3"), filepath.Join(tokDir, "tokenizer.json"))
+	gunzipTo(t, fixtures.Path(t, "chat", "tokenizers", "qwen2.5", "tokenizer_config.json.gz"), filepath.Join(tokDir, "tokenizer_config.json"))
+	in := filepath.Join(dir, "sft.jsonl")
+	var sb strings.Builder
+	for i := range 5 {
+		if i == 2 {
+			sb.WriteString(`{"id": "bad", "messages": []}` + "\n") // skipped: no row, no column values
+			continue
+		}
+		fmt.Fprintf(&sb, `{"id": "r%d", "meta": {"src": "s%d", "n": %d}, "messages": [{"role": "user", "content": "q%d"}, {"role": "assistant", "content": "a%d"}]}`+"\n", i, i, i, i, i)
+	}
+	os.WriteFile(in, []byte(sb.String()), 0o644)
+	out := filepath.Join(dir, "ds")
+	if stdout, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--workers", "2",
+		"--tokenizer", filepath.Join(tokDir, "tokenizer.json"), "--keep-columns", "id,meta.src,meta.n,nope",
+		"--out", out, in); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	d, err := dataset.Open(out, dataset.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !d.HasLabels() || d.Len() != 4 || !slices.Equal(d.Columns(), []string{"id", "meta.src", "meta.n", "nope"}) {
+		t.Fatalf("labels %v, %d rows, columns %v", d.HasLabels(), d.Len(), d.Columns())
+	}
+	for row, i := range []int{0, 1, 3, 4} {
+		for col, want := range map[string]string{"id": fmt.Sprintf("r%d", i), "meta.src": fmt.Sprintf("s%d", i), "meta.n": fmt.Sprint(i), "nope": ""} {
+			got, _, err := d.Column(col, row)
+			if err != nil || got != want {
+				t.Errorf("row %d %s = %q, %v; want %q", row, col, got, err, want)
+			}
+		}
+	}
+}
