@@ -475,9 +475,8 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 		return nil
 	}
 
-	// For more complex filter expressions, just output the body.
-	e.b.write(&e.output, bodyStr)
-	return nil
+	// A filter with arguments, or a chain: not supported (writing the body unfiltered would differ from Jinja2).
+	return fmt.Errorf("{%% filter %%} with arguments or a chain is not supported")
 }
 
 // =============================================================================

@@ -359,6 +359,17 @@ func (p *exprParser) parseComparison() (expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Python chains comparisons: a < b < c is a < b and b < c (b evaluated again here: expressions have no side
+	// effects).
+	var lastRight expr
+	chain := func(op string, right expr) {
+		if lastRight != nil {
+			left = &binExpr{op: "and", left: left, right: &binExpr{op: op, left: lastRight, right: right}}
+		} else {
+			left = &binExpr{op: op, left: left, right: right}
+		}
+		lastRight = right
+	}
 
 	for {
 		t := p.peek()
@@ -372,7 +383,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 				if err != nil {
 					return nil, err
 				}
-				left = &binExpr{op: t.val, left: left, right: right}
+				chain(t.val, right)
 				continue
 			}
 		}
@@ -384,7 +395,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			left = &binExpr{op: "in", left: left, right: right}
+			chain("in", right)
 			continue
 		}
 
@@ -396,7 +407,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			left = &binExpr{op: "not in", left: left, right: right}
+			chain("not in", right)
 			continue
 		}
 
@@ -438,6 +449,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 				negated: negated,
 				args:    testArgs,
 			}
+			lastRight = nil
 			continue
 		}
 
