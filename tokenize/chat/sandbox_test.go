@@ -199,6 +199,8 @@ func TestSandboxJinja2Semantics(t *testing.T) {
 		{src: `{{ [1].nope }}|`, want: "|"},
 		{src: `{% set l = [1,2] %}{{ l.index(2) }}{{ l.count(1) }}`, want: "11"},
 		{src: `{{ x|fromjson }}`, wantErr: "unknown filter"},
+		{src: `{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, 2) }}`, wantErr: "macro 'f' takes not more than 1 argument(s)"},
+		{src: `{% macro f(a) %}{{ a }}{% endmacro %}{{ f(b=1) }}`, wantErr: "macro 'f' takes no keyword argument 'b'"},
 		{src: `{{ 1 < 2 < 3 }}|{{ 3 < 2 < 5 }}|{{ 1 < 3 > 2 }}|{{ 1 == 1 in [1] }}`, want: "True|False|True|True"},
 	} {
 		t.Run(c.src, func(t *testing.T) {

@@ -31,7 +31,7 @@
 //	set, set block, namespace(), set ns.attr   supported; set on a non-namespace object raises as Jinja2
 //	set a, b = ... (tuple unpacking)           refused (compile error)
 //	macro, call / caller()                     supported; Jinja2's implicit varargs/kwargs are not (extra
-//	                                           arguments are dropped); a parameter spelled *a is taken as a plain
+//	                                           arguments raise, as Jinja2 without them); a parameter spelled *a is taken as a plain
 //	                                           one (Jinja2 refuses the syntax)
 //	filter block                               supported for a single filter without arguments; others refused
 //	include, import, extends, block, with, do  refused (compile error; none is available to chat templates)

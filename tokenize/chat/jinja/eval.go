@@ -327,6 +327,19 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		b.enter()
 		defer b.leave()
 		child := newScope(parentScope)
+		// Jinja2 raises on arguments the macro does not take (its implicit varargs/kwargs are not supported).
+		if len(args) > len(params) {
+			return Undefined(), fmt.Errorf("macro '%s' takes not more than %d argument(s)", n.name, len(params))
+		}
+		for k := range kwargs {
+			known := k == "caller"
+			for _, p := range params {
+				known = known || p.name == k
+			}
+			if !known {
+				return Undefined(), fmt.Errorf("macro '%s' takes no keyword argument '%s'", n.name, k)
+			}
+		}
 
 		// Bind positional args.
 		for i, param := range params {
