@@ -154,7 +154,7 @@ func (t *Template) compile() error {
 
 // StepsPerByte is the steps budget a render gets per byte of message content (and per 64 bytes per message), on
 // top of Limits.MaxSteps.
-const StepsPerByte = 100
+const StepsPerByte = 20
 
 // Render renders messages (and tools, if not nil) with add_generation_prompt as asked, in the sandbox; now is what
 // strftime_now() formats (the zero time: the wall clock, as transformers does). A template error is a
@@ -192,7 +192,7 @@ func (t *Template) setup(messages []jinja.Value, tools jinja.Value, addGeneratio
 		lim = jinja.DefaultLimits
 	}
 	// The steps budget grows with the conversation: the fixture templates take at most 2 steps per byte of content
-	// (TestSandboxHeadroom), so 100 per byte (plus 64 bytes a message) leaves 50× headroom at any length.
+	// (TestSandboxHeadroom), so 20 per byte (plus 64 bytes a message) leaves 10× headroom at any length.
 	n := int64(0)
 	for _, m := range messages {
 		n += 64

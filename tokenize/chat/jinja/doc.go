@@ -82,7 +82,7 @@
 // Limits are per render; DefaultLimits are far above what the chat templates of the fixtures use (the chat
 // package's TestSandboxHeadroom measures them and fails below 100× headroom, 20× for nesting depth, and 10× for a
 // 100 000-turn conversation). Steps count statements, expressions, loop iterations and container elements walked
-// by printing, tojson and comparison; the chat package adds 100 steps per byte of message content, so a long
+// by printing, tojson and comparison; the chat package adds 20 steps per byte of message content, so a long
 // conversation is never cut short. A hostile template ends at the steps limit after 10^7 steps plus that allowance
-// (about a second per record on one core).
+// (a few seconds per record on one core).
 package jinja
