@@ -272,7 +272,8 @@ func TestTokenizeChatDeterministic(t *testing.T) {
 	var outs []string
 	for _, w := range []string{"1", "4"} {
 		out := filepath.Join(dir, "ds"+w)
-		if _, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--workers", w, "--shard-size", "200KB",
+		// The date is an input (recorded in dataset_info.json): fixed, as a reproducible run fixes it.
+		if _, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--workers", w, "--shard-size", "200KB", "--template-date", "2024-07-23",
 			"--tokenizer", tokPath, "--out", out, fixtures.ChatConversationsPath(t)); code != 0 {
 			t.Fatalf("workers %s: exit %d: %s", w, code, stderr)
 		}
