@@ -64,7 +64,7 @@ ds = datasets.load_dataset("json", data_files="/tmp/sft/chat.jsonl", split="trai
 t0 = time.time()
 res = ds.map(rule, batched=True, num_proc=int(os.environ.get("WORKERS", "16")), remove_columns=ds.column_names)
 hf = time.time() - t0
-print(f"datasets.map(apply_chat_template + labels, num_proc=16): {hf:.2f} s")
+print(f"datasets.map(apply_chat_template + labels, num_proc={os.environ.get('WORKERS', '16')}): {hf:.2f} s")
 chat = float(open("/tmp/sft/chat_seconds").read())
 print(f"gload chat is {hf / chat:.1f}x faster than datasets.map (goal >= 20x)")
 g = datasets.load_from_disk("/tmp/sft/ds_chat")
