@@ -48,7 +48,7 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("sandbox limit exceeded: %s (max %d) at template line %d", e.Limit, e.Max, e.Line)
+	return fmt.Sprintf("%s over the sandbox's limit (%d) at template line %d", e.Limit, e.Max, e.Line)
 }
 
 // Usage is what one render used of its Limits (RenderOptions.Usage fills it).
