@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gload/gload/internal/fixtures"
 	"github.com/gload/gload/loader"
@@ -330,5 +331,58 @@ func TestTokenizeChatKeepColumns(t *testing.T) {
 				t.Errorf("row %d %s = %q, %v; want %q", row, col, got, err, want)
 			}
 		}
+	}
+}
+
+// TestTokenizeChatHostileTemplate: a template that recurses forever, loops 10^10 times, asks for 10^11 bytes or
+// a 10^9 range on some records skips those records with the sandbox's reason and the run finishes (before the
+// sandbox the first of them killed the run, leaving its lock and journal); parseTemplateDate reads both forms.
+func TestTokenizeChatHostileTemplate(t *testing.T) {
+	dir := t.TempDir()
+	tokDir := filepath.Join(dir, "tok")
+	os.Mkdir(tokDir, 0o755)
+	gunzipTo(t, fixtures.TokenizerPath(t, "llama3"), filepath.Join(tokDir, "tokenizer.json"))
+	tmpl := filepath.Join(dir, "hostile.jinja")
+	os.WriteFile(tmpl, []byte(`{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}
+{% for m in messages %}
+{% if m.content == 'recurse' %}{{ f(0) }}{% endif %}
+{% if m.content == 'loop' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}
+{% if m.content == 'big' %}{{ 'x' * 100000000000 }}{% endif %}
+{% if m.content == 'range' %}{% for i in range(10**9) %}{% endfor %}{% endif %}
+{% if m.content == 'append' %}{% set l = [1] %}{% set _ = l.append(l) %}{% endif %}
+<{{ m.role }}>{{ m.content }}</>
+{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}`), 0o644)
+	in := filepath.Join(dir, "sft.jsonl")
+	var sb strings.Builder
+	for _, c := range []string{"ok1", "recurse", "ok2", "loop", "big", "range", "append", "ok3"} {
+		fmt.Fprintf(&sb, `{"messages": [{"role": "user", "content": %q}, {"role": "assistant", "content": "a"}]}`+"\n", c)
+	}
+	os.WriteFile(in, []byte(sb.String()), 0o644)
+	out := filepath.Join(dir, "ds")
+	stdout, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--workers", "2",
+		"--tokenizer", filepath.Join(tokDir, "tokenizer.json"), "--chat-template", tmpl, "--out", out, in)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"template exceeded a sandbox limit: 3", "template raised: 2"} {
+		if !strings.Contains(strings.Join(strings.Fields(stdout), " "), want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	d, err := dataset.Open(out, dataset.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Len() != 3 {
+		t.Errorf("%d rows, want the 3 ok records", d.Len())
+	}
+	for _, c := range []struct{ in, want string }{{"2024-07-23", "2024-07-23T00:00:00Z"}, {"2024-07-23T10:05:00+02:00", "2024-07-23T08:05:00Z"}} {
+		if got, err := parseTemplateDate(c.in, time.Now()); err != nil || got.UTC().Format(time.RFC3339) != c.want {
+			t.Errorf("parseTemplateDate(%q) = %v, %v", c.in, got, err)
+		}
+	}
+	if _, err := parseTemplateDate("yesterday", time.Now()); err == nil {
+		t.Error("parseTemplateDate accepted \"yesterday\"")
 	}
 }
