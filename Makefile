@@ -17,7 +17,7 @@ export GLOAD_PYTHON_OLDEST := $(abspath .venv-oldest/bin/python)
 
 comma     := ,
 
-.PHONY: all setup build build-hf demo test test-go test-race test-hf test-py test-py-newest test-py-oldest test-py-forksafe test-docs test-wheel wheel lint bench clean
+.PHONY: all setup build build-hf demo test test-go test-race test-hf test-py test-py-newest test-py-oldest test-py-forksafe test-docs test-wheel wheel lint bench fuzz-chat clean
 
 all: build
 
@@ -104,6 +104,13 @@ test-wheel: wheel
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokenize/...
+
+# Hostile chat templates (tokenize/chat FuzzTemplate, corpus in tokenize/chat/testdata) for FUZZTIME under a memory
+# limit: ulimit -v bounds each fuzz worker's address space and GOMEMLIMIT its heap, so an out-of-memory fails the run
+# instead of the machine; -timeout ends a hang. A crash, OOM or hang fails; about FUZZTIME plus 20 s of compiling.
+FUZZTIME ?= 60s
+fuzz-chat:
+	ulimit -v 8000000 && GOMEMLIMIT=1GiB $(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) -parallel 2 -timeout 10m ./tokenize/chat/
 
 clean:
 	rm -rf bin build

@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -58,9 +59,9 @@ func (t *Tokenizer) EncodeRegions(dst []int32, regions []int32, text string, cut
 				return dst, regions, fmt.Errorf("tokenize: %w", err)
 			}
 		}
-		for _, c := range cuts {
-			if c <= pos || c >= pos+len(p.text) {
-				continue
+		for _, c := range cuts[base:] { // cuts[base:] are the ones after pos (sorted)
+			if c >= pos+len(p.text) {
+				break
 			}
 			head := p.text[:c-pos]
 			if t.normalizer != nil {
@@ -171,11 +172,15 @@ func offsetIn(s, sub string) int {
 
 // countAtOrBefore is how many of the sorted xs are <= v.
 func countAtOrBefore(xs []int, v int) int {
-	n := 0
-	for n < len(xs) && xs[n] <= v {
-		n++
+	if len(xs) < 8 {
+		n := 0
+		for n < len(xs) && xs[n] <= v {
+			n++
+		}
+		return n
 	}
-	return n
+	// Binary search: a conversation of many turns has as many cuts, and every piece asks.
+	return sort.SearchInts(xs, v+1)
 }
 
 // PostProcessorIDs is what the post-processor (add_special_tokens=True) puts before and after one sequence.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -25,6 +26,7 @@ type chatFlags struct {
 	completionField  string
 	lastTurnOnly     bool
 	dropAllTruncated bool
+	templateDate     string
 }
 
 func (c *chatFlags) add(f *pflag.FlagSet) {
@@ -36,6 +38,7 @@ func (c *chatFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&c.completionField, "completion-field", "completion", "with --format chat: completion of prompt/completion records")
 	f.BoolVar(&c.lastTurnOnly, "last-turn-only", false, "with --format chat: for templates that are not prefix-stable, train only the last assistant turn instead of skipping the conversation")
 	f.BoolVar(&c.dropAllTruncated, "drop-all-truncated", false, "with --format chat: skip conversations whose trained tokens --max-length cut entirely")
+	f.StringVar(&c.templateDate, "template-date", "", "with --format chat: the instant strftime_now() returns in every render, RFC 3339 or YYYY-MM-DD (default: the run's start; a --resume takes the interrupted run's); recorded in dataset_info.json")
 }
 
 // setup turns opts into a chat run: the encoder, JSON Lines input, labels.
@@ -60,10 +63,16 @@ func (c *chatFlags) setup(o *tokenizeOptions, eng tokenize.Engine, opts *pipelin
 	if err != nil {
 		return fmt.Errorf("--chat-template: %w", err)
 	}
+	date, err := parseTemplateDate(c.templateDate, time.Now())
+	if err != nil {
+		return err
+	}
 	copts := chat.Options{
-		Fields:           chat.Fields{Messages: c.messagesField, Tools: c.toolsField, Prompt: c.promptField, Completion: c.completionField},
-		LastTurnOnly:     c.lastTurnOnly,
-		DropAllTruncated: c.dropAllTruncated,
+		Fields:            chat.Fields{Messages: c.messagesField, Tools: c.toolsField, Prompt: c.promptField, Completion: c.completionField},
+		LastTurnOnly:      c.lastTurnOnly,
+		DropAllTruncated:  c.dropAllTruncated,
+		TemplateDate:      date,
+		TemplateDateGiven: c.templateDate != "",
 	}
 	if o.overflow == string(pipeline.OverflowTruncate) {
 		copts.MaxLength = o.maxLength
@@ -72,10 +81,21 @@ func (c *chatFlags) setup(o *tokenizeOptions, eng tokenize.Engine, opts *pipelin
 	// Inputs by extension (JSONL, Parquet, HF dataset dirs); Parquet/Arrow rows come as JSON objects of all columns.
 	opts.Corpus.Format = corpus.FormatAuto
 	opts.Corpus.RowJSON = true
-	if o.keepColumns != nil {
-		return fmt.Errorf("--format chat: --keep-columns is not supported yet")
-	}
 	return nil
+}
+
+// parseTemplateDate reads --template-date: RFC 3339 (with a zone) or a plain date (midnight UTC); "" is now.
+func parseTemplateDate(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return now.UTC().Truncate(time.Second), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--template-date %q: want RFC 3339 (2024-07-23T10:00:00Z) or YYYY-MM-DD", s)
 }
 
 // showLabels prints row n's labels (inspect --show-labels): the trained share and, with a tokenizer, the text with

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gload/gload/internal/fixtures"
 	"github.com/gload/gload/loader"
@@ -272,7 +273,8 @@ func TestTokenizeChatDeterministic(t *testing.T) {
 	var outs []string
 	for _, w := range []string{"1", "4"} {
 		out := filepath.Join(dir, "ds"+w)
-		if _, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--workers", w, "--shard-size", "200KB",
+		// The date is an input (recorded in dataset_info.json): fixed, as a reproducible run fixes it.
+		if _, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--workers", w, "--shard-size", "200KB", "--template-date", "2024-07-23",
 			"--tokenizer", tokPath, "--out", out, fixtures.ChatConversationsPath(t)); code != 0 {
 			t.Fatalf("workers %s: exit %d: %s", w, code, stderr)
 		}
@@ -286,5 +288,101 @@ func TestTokenizeChatDeterministic(t *testing.T) {
 		if string(b[name]) != string(data) {
 			t.Errorf("%s differs between 1 and 4 workers", name)
 		}
+	}
+}
+
+// TestTokenizeChatKeepColumns: --keep-columns with --format chat carries record fields (a string, a nested one by
+// dotted path, a number as JSON, a missing one) into string columns beside input_ids and labels, row for row,
+// skipped records leaving no row; the conversation's own fields can be kept too.
+func TestTokenizeChatKeepColumns(t *testing.T) {
+	dir := t.TempDir()
+	tokDir := filepath.Join(dir, "tok")
+	os.Mkdir(tokDir, 0o755)
+	gunzipTo(t, fixtures.TokenizerPath(t, "qwen3"), filepath.Join(tokDir, "tokenizer.json"))
+	gunzipTo(t, fixtures.Path(t, "chat", "tokenizers", "qwen2.5", "tokenizer_config.json.gz"), filepath.Join(tokDir, "tokenizer_config.json"))
+	in := filepath.Join(dir, "sft.jsonl")
+	var sb strings.Builder
+	for i := range 5 {
+		if i == 2 {
+			sb.WriteString(`{"id": "bad", "messages": []}` + "\n") // skipped: no row, no column values
+			continue
+		}
+		fmt.Fprintf(&sb, `{"id": "r%d", "meta": {"src": "s%d", "n": %d}, "messages": [{"role": "user", "content": "q%d"}, {"role": "assistant", "content": "a%d"}]}`+"\n", i, i, i, i, i)
+	}
+	os.WriteFile(in, []byte(sb.String()), 0o644)
+	out := filepath.Join(dir, "ds")
+	if stdout, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--quiet", "--workers", "2",
+		"--tokenizer", filepath.Join(tokDir, "tokenizer.json"), "--keep-columns", "id,meta.src,meta.n,nope",
+		"--out", out, in); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	d, err := dataset.Open(out, dataset.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !d.HasLabels() || d.Len() != 4 || !slices.Equal(d.Columns(), []string{"id", "meta.src", "meta.n", "nope"}) {
+		t.Fatalf("labels %v, %d rows, columns %v", d.HasLabels(), d.Len(), d.Columns())
+	}
+	for row, i := range []int{0, 1, 3, 4} {
+		for col, want := range map[string]string{"id": fmt.Sprintf("r%d", i), "meta.src": fmt.Sprintf("s%d", i), "meta.n": fmt.Sprint(i), "nope": ""} {
+			got, _, err := d.Column(col, row)
+			if err != nil || got != want {
+				t.Errorf("row %d %s = %q, %v; want %q", row, col, got, err, want)
+			}
+		}
+	}
+}
+
+// TestTokenizeChatHostileTemplate: a template that recurses forever, loops 10^10 times, asks for 10^11 bytes or
+// a 10^9 range on some records skips those records with the sandbox's reason and the run finishes (before the
+// sandbox the first of them killed the run, leaving its lock and journal); parseTemplateDate reads both forms.
+func TestTokenizeChatHostileTemplate(t *testing.T) {
+	dir := t.TempDir()
+	tokDir := filepath.Join(dir, "tok")
+	os.Mkdir(tokDir, 0o755)
+	gunzipTo(t, fixtures.TokenizerPath(t, "llama3"), filepath.Join(tokDir, "tokenizer.json"))
+	tmpl := filepath.Join(dir, "hostile.jinja")
+	os.WriteFile(tmpl, []byte(`{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}
+{% for m in messages %}
+{% if m.content == 'recurse' %}{{ f(0) }}{% endif %}
+{% if m.content == 'loop' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}
+{% if m.content == 'big' %}{{ 'x' * 100000000000 }}{% endif %}
+{% if m.content == 'range' %}{% for i in range(10**9) %}{% endfor %}{% endif %}
+{% if m.content == 'append' %}{% set l = [1] %}{% set _ = l.append(l) %}{% endif %}
+<{{ m.role }}>{{ m.content }}</>
+{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}`), 0o644)
+	in := filepath.Join(dir, "sft.jsonl")
+	var sb strings.Builder
+	for _, c := range []string{"ok1", "recurse", "ok2", "loop", "big", "range", "append", "ok3"} {
+		fmt.Fprintf(&sb, `{"messages": [{"role": "user", "content": %q}, {"role": "assistant", "content": "a"}]}`+"\n", c)
+	}
+	os.WriteFile(in, []byte(sb.String()), 0o644)
+	out := filepath.Join(dir, "ds")
+	stdout, stderr, code := gload(t, "", "tokenize", "--format", "chat", "--workers", "2",
+		"--tokenizer", filepath.Join(tokDir, "tokenizer.json"), "--chat-template", tmpl, "--out", out, in)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"template exceeded a sandbox limit: 3", "template raised: 2"} {
+		if !strings.Contains(strings.Join(strings.Fields(stdout), " "), want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	d, err := dataset.Open(out, dataset.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Len() != 3 {
+		t.Errorf("%d rows, want the 3 ok records", d.Len())
+	}
+	for _, c := range []struct{ in, want string }{{"2024-07-23", "2024-07-23T00:00:00Z"}, {"2024-07-23T10:05:00+02:00", "2024-07-23T08:05:00Z"}} {
+		if got, err := parseTemplateDate(c.in, time.Now()); err != nil || got.UTC().Format(time.RFC3339) != c.want {
+			t.Errorf("parseTemplateDate(%q) = %v, %v", c.in, got, err)
+		}
+	}
+	if _, err := parseTemplateDate("yesterday", time.Now()); err == nil {
+		t.Error("parseTemplateDate accepted \"yesterday\"")
 	}
 }

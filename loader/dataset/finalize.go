@@ -106,7 +106,7 @@ func Finalize(dir string, shards []ShardInfo, opts WriterOptions) error {
 		ix.Shards = append(ix.Shards, e)
 		ix.Lengths = append(ix.Lengths, s.Lengths...)
 	}
-	if err := writeFileAtomic(dir, InfoFile, []byte(datasetInfoJSON(opts.Columns, opts.Labels, opts.Special))); err != nil {
+	if err := writeFileAtomic(dir, InfoFile, []byte(datasetInfoJSON(opts.Columns, opts.Labels, opts.Special, opts.ChatTemplateDate))); err != nil {
 		return fmt.Errorf("finalize %s: %w", dir, err)
 	}
 	if err := testCrash("info"); err != nil {
@@ -345,14 +345,21 @@ func hfSchemaMetadata(columns []string, labels bool) string {
 	return pyJSON(jsonObj{{"info", jsonObj{{"features", featuresJSON(columns, labels)}}}}, 0)
 }
 
-func datasetInfoJSON(columns []string, labels bool, special SpecialTokens) string {
+func datasetInfoJSON(columns []string, labels bool, special SpecialTokens, chatDate string) string {
 	info := jsonObj{
 		{"citation", ""},
 		{"description", ""},
 		{"features", featuresJSON(columns, labels)},
 	}
+	var g jsonObj
 	if special.Known() {
-		info = append(info, jsonKV{"gload", special.json()})
+		g = special.json()
+	}
+	if chatDate != "" {
+		g = append(g, jsonKV{"chat_template_date", chatDate})
+	}
+	if g != nil {
+		info = append(info, jsonKV{"gload", g})
 	}
 	info = append(info, jsonKV{"homepage", ""}, jsonKV{"license", ""})
 	return pyJSON(info, 2)

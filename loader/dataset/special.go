@@ -83,8 +83,8 @@ func ReadSpecialTokens(dir string) (SpecialTokens, error) {
 	if err := json.Unmarshal(b, &info); err != nil {
 		return SpecialTokens{}, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}
-	if info.Gload == nil {
-		return SpecialTokens{}, nil
+	if info.Gload == nil || info.Gload.PadFrom == "" && info.Gload.PadID == nil {
+		return SpecialTokens{}, nil // no entry, or one with other keys only (chat_template_date)
 	}
 	s := SpecialTokens{PadFrom: info.Gload.PadFrom, PadToken: info.Gload.PadToken}
 	if info.Gload.PadID == nil {

@@ -101,7 +101,7 @@ func FuzzReadSpecialTokens(f *testing.F) {
 		if !sp.Known() {
 			return
 		}
-		if err := os.WriteFile(filepath.Join(dir, InfoFile), []byte(datasetInfoJSON(nil, false, sp)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, InfoFile), []byte(datasetInfoJSON(nil, false, sp, "")), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if back, err := ReadSpecialTokens(dir); err != nil || back != sp {

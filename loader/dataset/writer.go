@@ -36,6 +36,9 @@ type WriterOptions struct {
 	// Special is recorded in dataset_info.json (see [SpecialTokens]); the zero
 	// value records nothing.
 	Special SpecialTokens
+	// ChatTemplateDate, when not "", is recorded in dataset_info.json's "gload" entry as "chat_template_date": the
+	// instant (RFC 3339) that strftime_now() returned in every chat template render of the run.
+	ChatTemplateDate string
 }
 
 // Check reports whether shards can be written with o (column names that are empty, repeated or input_ids are

@@ -4,13 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/gload/gload/tokenize/chat/jinja"
 
 	"github.com/gload/gload/tokenize"
 )
@@ -21,10 +23,12 @@ const IgnoreIndex = -100
 // Skip kinds: why a record gives no sample. They are the prefixes of the reference error records.
 const (
 	KindRaised       = "template raised"
+	KindLimit        = "template exceeded a sandbox limit"
 	KindUnstable     = "template is not prefix-stable"
 	KindBadRecord    = "bad record"
 	KindAllTruncated = "all trained tokens cut by --max-length"
 	KindTokenizer    = "tokenizer"
+	KindInternal     = "internal error (please report)"
 )
 
 // SkipError says why a record was skipped; Kind is one of the Kind constants.
@@ -76,6 +80,12 @@ type Options struct {
 	MaxLength int
 	// DropAllTruncated skips a sample that had trained tokens of which truncation cut every one.
 	DropAllTruncated bool
+	// TemplateDate is the instant strftime_now() returns in every render (one per run, so that runs are
+	// reproducible); the zero time means the wall clock at each render, as transformers does.
+	TemplateDate time.Time
+	// TemplateDateGiven says TemplateDate was asked for (--template-date): a resumed run then keeps it rather than
+	// taking the interrupted run's.
+	TemplateDateGiven bool
 }
 
 // Encoder renders and tokenizes records. Safe for concurrent use.
@@ -115,7 +125,14 @@ func (s *Sample) Trained() int {
 
 // Record encodes one JSON record: {messages[, tools]}, TRL's {prompt: [...], completion: [...]} or
 // {prompt: str, completion: str}. A record that gives no sample returns a *SkipError.
-func (e *Encoder) Record(raw []byte) (*Sample, error) {
+func (e *Encoder) Record(raw []byte) (s *Sample, err error) {
+	defer func() {
+		// Last line of defence: the sandbox stops every template error it knows of; a panic here is a bug, and it
+		// costs the record, not the run.
+		if r := recover(); r != nil {
+			s, err = nil, &SkipError{Kind: KindInternal, Msg: fmt.Sprint(r)}
+		}
+	}()
 	var rec map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return nil, &SkipError{Kind: KindBadRecord, Msg: "not a JSON object: " + err.Error()}
@@ -206,21 +223,87 @@ func role(m jinja.Value) string {
 }
 
 func (e *Encoder) render(msgs []jinja.Value, tools jinja.Value, gen bool) (string, error) {
-	out, err := e.tmpl.Render(msgs, tools, gen)
+	out, err := e.tmpl.Render(msgs, tools, gen, e.opts.TemplateDate)
 	if err != nil {
-		return "", &SkipError{Kind: KindRaised, Msg: err.Error()}
+		return "", skipFor(err)
 	}
 	return out, nil
 }
 
+// skipFor turns a template error into the record's skip.
+func skipFor(err error) error {
+	if err == nil {
+		return nil
+	}
+	var le *jinja.LimitError
+	if errors.As(err, &le) {
+		return &SkipError{Kind: KindLimit, Msg: err.Error()}
+	}
+	var pe *jinja.PanicError
+	if errors.As(err, &pe) {
+		return &SkipError{Kind: KindInternal, Msg: err.Error()}
+	}
+	return &SkipError{Kind: KindRaised, Msg: err.Error()}
+}
+
 type segment struct{ start, end int } // byte range of the rendering
 
-// Messages applies the segment rule to a conversation.
+// Messages applies the segment rule to a conversation. Where the template's shape allows it (jinja.Prefixes), one
+// render of the conversation gives every prefix's rendering (linear in the number of turns); otherwise, and for
+// every record the linear path cannot settle (a prefix it cannot derive, a prefix-stability failure, an error in
+// a prefix's render), each prefix is rendered, as the rule states it.
 func (e *Encoder) Messages(msgs []jinja.Value, tools jinja.Value) (*Sample, error) {
-	full, err := e.render(msgs, tools, false)
-	if err != nil {
+	full, pts, err := e.tmpl.renderTracked(msgs, tools, e.opts.TemplateDate)
+	if err = skipFor(err); err != nil {
 		return nil, err
 	}
+	if pts != nil {
+		if segs, ok := linearSegments(msgs, full, pts); ok {
+			return e.encodeSegments(full, segs)
+		}
+	}
+	return e.messagesExact(msgs, tools, full)
+}
+
+// linearSegments computes the segments from the tracked render's prefix points; ok is false if any prefix could
+// not be derived or any check of the rule fails (the exact path then decides, with its messages).
+func linearSegments(msgs []jinja.Value, full string, pts *jinja.Prefixes) ([]segment, bool) {
+	var segs []segment
+	for i, m := range msgs {
+		if role(m) != "assistant" {
+			continue
+		}
+		// full_i = render(msgs[:i+1]) = full[:offF] + tailF must be a prefix of full.
+		offF, ok := pts.Offset(i + 1)
+		if !ok {
+			return nil, false
+		}
+		tailF, ok, err := pts.Tail(i+1, false)
+		if !ok || err != nil || !strings.HasPrefix(full[offF:], tailF) {
+			return nil, false
+		}
+		endF := offF + len(tailF)
+		start := 0
+		if i > 0 {
+			// prefix_i = render(msgs[:i], add_generation_prompt) = full[:offP] + tailP must be a prefix of full_i.
+			offP, ok := pts.Offset(i)
+			if !ok || offP > endF {
+				return nil, false
+			}
+			tailP, ok, err := pts.Tail(i, true)
+			if !ok || err != nil || !strings.HasPrefix(full[offP:endF], tailP) {
+				return nil, false
+			}
+			start = offP + len(tailP)
+		}
+		segs = append(segs, segment{start, endF})
+	}
+	return segs, true
+}
+
+// messagesExact is the rule as stated: every prefix rendered (full is the rendering of msgs).
+func (e *Encoder) messagesExact(msgs []jinja.Value, tools jinja.Value, full string) (*Sample, error) {
+	var err error
 	var segs []segment
 	var unstable error
 	for i, m := range msgs {
@@ -334,16 +417,24 @@ func (e *Encoder) encodeSegments(rendered string, segs []segment) (*Sample, erro
 	}
 	slices.Sort(cuts)
 	cuts = slices.Compact(cuts)
-	// inside[r]: whether region r (from cuts[r-1] to cuts[r]) lies in a segment.
+	// inside[r]: whether region r (from cuts[r-1] to cuts[r]) lies in a segment, i.e. whether some segment has
+	// start <= p < end for p = cuts[r-1]: the segments sorted by start, with the running maximum of their ends,
+	// answer that by binary search (linear overall in the number of turns).
+	sorted := slices.Clone(segs)
+	slices.SortFunc(sorted, func(a, b segment) int { return a.start - b.start })
+	maxEnd := make([]int, len(sorted))
+	for i, s := range sorted {
+		maxEnd[i] = s.end
+		if i > 0 {
+			maxEnd[i] = max(maxEnd[i], maxEnd[i-1])
+		}
+	}
 	inside := make([]bool, len(cuts)+1)
 	for r := 1; r <= len(cuts); r++ {
 		p := cuts[r-1]
-		for _, s := range segs {
-			if s.start <= p && p < s.end {
-				inside[r] = true
-				break
-			}
-		}
+		// j: the number of segments with start <= p.
+		j, _ := slices.BinarySearchFunc(sorted, p+1, func(s segment, t int) int { return s.start - t })
+		inside[r] = j > 0 && p < maxEnd[j-1]
 	}
 	ids, regions, err := e.tok.EncodeRegions(nil, nil, rendered, cuts)
 	if err != nil {
@@ -433,13 +524,36 @@ func (e *Encoder) Hash() string {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	fmt.Fprintf(h, "gload-chat-v1\x00%s\x00%d:%s\x00", e.tok.Hash(), len(e.tmpl.Source), e.tmpl.Source)
+	// v2: the sandboxed engine (Jinja2's errors and printing where v1 rendered otherwise).
+	fmt.Fprintf(h, "gload-chat-v2\x00%s\x00%d:%s\x00", e.tok.Hash(), len(e.tmpl.Source), e.tmpl.Source)
 	for _, k := range keys {
 		fmt.Fprintf(h, "%s=%s\x00", k, e.tmpl.vars[k].String())
 	}
-	fmt.Fprintf(h, "%+v", e.opts)
+	o := e.opts
+	o.TemplateDate, o.TemplateDateGiven = time.Time{}, false
+	fmt.Fprintf(h, "%+v", o)
+	if e.UsesDate() {
+		// Only a template that calls strftime_now depends on the date.
+		fmt.Fprintf(h, "\x00date=%s", e.opts.TemplateDate.UTC().Format(time.RFC3339Nano))
+	}
+	if e.tmpl.Limits != (jinja.Limits{}) {
+		fmt.Fprintf(h, "\x00limits=%+v", e.tmpl.Limits)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// TemplateDate is Options.TemplateDate.
+func (e *Encoder) TemplateDate() time.Time { return e.opts.TemplateDate }
+
+// TemplateDateGiven is Options.TemplateDateGiven.
+func (e *Encoder) TemplateDateGiven() bool { return e.opts.TemplateDateGiven }
+
+// SetTemplateDate changes Options.TemplateDate (a resumed run takes the interrupted run's); call it before the
+// encoder is used.
+func (e *Encoder) SetTemplateDate(t time.Time) { e.opts.TemplateDate = t }
+
+// UsesDate reports whether the template calls strftime_now (its output then depends on Options.TemplateDate).
+func (e *Encoder) UsesDate() bool { return strings.Contains(e.tmpl.Source, "strftime_now") }
 
 // MaxLength is the truncation length of the options (0: none).
 func (e *Encoder) MaxLength() int { return e.opts.MaxLength }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/gload/gload/tokenize/chat/jinja"
 
 	"github.com/gload/gload/tokenize"
 )
@@ -18,8 +20,12 @@ type Template struct {
 	Name     string // where it came from: "tokenizer_config.json", "tokenizer_config.json[tool_use]", "FILE.jinja"
 	Source   string
 	BOS, EOS string // "" when the config has none
-	vars     map[string]jinja.Value
-	tmpl     *jinja.Template
+	// Limits are the sandbox's budgets for each render (zero value: jinja.DefaultLimits). Set before use.
+	Limits jinja.Limits
+	vars   map[string]jinja.Value
+	tmpl   *jinja.Template
+	// renders counts whole-conversation renders (prefix tails not counted), for tests of linear rendering.
+	renders atomic.Int64
 }
 
 // LoadTemplate reads a chat template: a tokenizer_config.json (plain or gzip'd; its "chat_template" a string or the
@@ -146,13 +152,32 @@ func (t *Template) compile() error {
 	return nil
 }
 
-// raisedError is an error the template raised (raise_exception, or a failed expression).
-type raisedError struct{ msg string }
+// StepsPerByte is the steps budget a render gets per byte of message content (and per 64 bytes per message), on
+// top of Limits.MaxSteps.
+const StepsPerByte = 20
 
-func (e *raisedError) Error() string { return e.msg }
+// Render renders messages (and tools, if not nil) with add_generation_prompt as asked, in the sandbox; now is what
+// strftime_now() formats (the zero time: the wall clock, as transformers does). A template error is a
+// *jinja.LimitError (a sandbox budget ran out) or an error worded as Jinja2's; Render never panics.
+func (t *Template) Render(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool, now time.Time) (string, error) {
+	return t.render(messages, tools, addGenerationPrompt, now, nil)
+}
 
-// Render renders messages (and tools, if not nil) with add_generation_prompt as asked.
-func (t *Template) Render(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool) (string, error) {
+func (t *Template) render(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool, now time.Time, usage *jinja.Usage) (string, error) {
+	data, o := t.setup(messages, tools, addGenerationPrompt, now, usage)
+	t.renders.Add(1)
+	return t.tmpl.RenderWith(data, o)
+}
+
+// renderTracked renders messages without the generation prompt, as render does, and returns with it a
+// *jinja.Prefixes for the prefixes' renderings (nil if the template's shape does not allow it).
+func (t *Template) renderTracked(messages []jinja.Value, tools jinja.Value, now time.Time) (string, *jinja.Prefixes, error) {
+	data, o := t.setup(messages, tools, false, now, nil)
+	t.renders.Add(1)
+	return t.tmpl.RenderTracked(data, "messages", "add_generation_prompt", o)
+}
+
+func (t *Template) setup(messages []jinja.Value, tools jinja.Value, addGenerationPrompt bool, now time.Time, usage *jinja.Usage) (map[string]jinja.Value, jinja.RenderOptions) {
 	data := make(map[string]jinja.Value, len(t.vars)+4)
 	for k, v := range t.vars {
 		data[k] = v
@@ -162,9 +187,21 @@ func (t *Template) Render(messages []jinja.Value, tools jinja.Value, addGenerati
 	if !tools.IsUndefined() {
 		data["tools"] = tools
 	}
-	out, err := t.tmpl.RenderValues(data)
-	if err != nil {
-		return "", &raisedError{msg: err.Error()}
+	lim := t.Limits
+	if lim == (jinja.Limits{}) {
+		lim = jinja.DefaultLimits
 	}
-	return out, nil
+	// The steps budget grows with the conversation: the fixture templates take at most 2 steps per byte of content
+	// (TestSandboxHeadroom), so 20 per byte (plus 64 bytes a message) leaves 10× headroom at any length.
+	n := int64(0)
+	for _, m := range messages {
+		n += 64
+		if m.IsDict() {
+			if c, ok := m.AsDict().Get("content"); ok && c.IsString() {
+				n += int64(len(c.AsString()))
+			}
+		}
+	}
+	lim.MaxSteps += StepsPerByte * n
+	return data, jinja.RenderOptions{Limits: lim, Now: now, Usage: usage}
 }

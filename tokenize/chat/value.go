@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/gload/gload/tokenize/chat/jinja"
 )
 
 // ValueFromJSON converts JSON text to a Jinja value the way Python's json.loads gives it to Jinja2: objects keep

@@ -244,26 +244,52 @@ func (e *Extractor) extractJSON(rec Record, scratch []byte) (Doc, []byte, *Skip)
 	} else {
 		doc.Text, scratch, doc.InvalidUTF8 = decodeStringScratch(rec.Raw, sp, scratch)
 	}
-	if len(e.keep) > 0 {
-		doc.Cols = make([]string, len(e.keep))
-		for k, ids := range e.keep {
-			sp := pick(spans, ids)
-			var bad bool
-			switch sp.kind {
-			case kAbsent, kNull:
-				if doc.Null == nil {
-					doc.Null = make([]bool, len(e.keep))
-				}
-				doc.Null[k] = true
-			case kString:
-				doc.Cols[k], bad = decodeString(rec.Raw, sp)
-			default:
-				doc.Cols[k], bad = compactValue(rec.Raw[sp.start:sp.end])
-			}
-			doc.InvalidUTF8 = doc.InvalidUTF8 || bad
-		}
-	}
+	var bad bool
+	doc.Cols, doc.Null, bad = e.keptColumns(rec.Raw, spans)
+	doc.InvalidUTF8 = doc.InvalidUTF8 || bad
 	return doc, scratch, nil
+}
+
+// keptColumns takes the kept columns out of a scanned JSON record, as Doc.Cols and Doc.Null hold them.
+func (e *Extractor) keptColumns(raw []byte, spans []span) (cols []string, null []bool, invalidUTF8 bool) {
+	if len(e.keep) == 0 {
+		return nil, nil, false
+	}
+	cols = make([]string, len(e.keep))
+	for k, ids := range e.keep {
+		sp := pick(spans, ids)
+		var bad bool
+		switch sp.kind {
+		case kAbsent, kNull:
+			if null == nil {
+				null = make([]bool, len(e.keep))
+			}
+			null[k] = true
+		case kString:
+			cols[k], bad = decodeString(raw, sp)
+		default:
+			cols[k], bad = compactValue(raw[sp.start:sp.end])
+		}
+		invalidUTF8 = invalidUTF8 || bad
+	}
+	return cols, null, invalidUTF8
+}
+
+// Columns takes only the kept columns (Options.KeepColumns) of a JSON record, whatever its text field: for readers
+// of whole records (chat conversations), which carry record fields as plain text carries them. Cols and Null are
+// as in Doc; a record that is not a JSON object is a *Skip.
+func (e *Extractor) Columns(rec Record) (Doc, *Skip) {
+	if rec.Kind != JSONLine {
+		return Doc{}, e.skip(rec, MalformedJSON, fmt.Sprintf("not a JSON record (kind %v)", rec.Kind))
+	}
+	spans := make([]span, e.nTargets)
+	s := scanner{d: rec.Raw, spans: spans}
+	if !s.document(e.root) {
+		return Doc{}, e.skip(rec, MalformedJSON, fmt.Sprintf("column %d: %s", s.errAt+1, s.errMsg))
+	}
+	var doc Doc
+	doc.Cols, doc.Null, doc.InvalidUTF8 = e.keptColumns(rec.Raw, spans)
+	return doc, nil
 }
 
 // decodeString returns the string value of sp with escapes undone and

@@ -63,7 +63,7 @@ type Options struct {
 	// RowJSON makes every Parquet and Arrow row a JSON object of all its
 	// columns (a JSONLine record; nested lists and structs as JSON arrays and
 	// objects, struct fields in schema order), for readers of whole records
-	// (chat conversations). TextField and KeepColumns are then not used.
+	// (chat conversations). TextField is then not used; KeepColumns are taken by [Extractor.Columns].
 	RowJSON bool
 	// SplitBytes is the piece size: a plain (uncompressed) JSON Lines or text-per-line file larger than this
 	// is read as pieces cut at the first line end at or after each multiple of it (pieces.go), each piece a

@@ -10,7 +10,7 @@ import (
 
 // chatRecord fills it from one record of a chat corpus (Options.Chat): input_ids and labels, or a skip whose reason
 // is the chat rule's kind (template raised, not prefix-stable, bad record ...) with file:line and the detail.
-func (w *writer) chatRecord(it *item, rec corpus.Record) {
+func (w *writer) chatRecord(it *item, rec corpus.Record, ex *corpus.Extractor) {
 	where := fmt.Sprintf("%s:%d", rec.Path, rec.Line)
 	switch rec.Kind {
 	case corpus.JSONLine:
@@ -44,6 +44,16 @@ func (w *writer) chatRecord(it *item, rec corpus.Record) {
 	if len(s.InputIDs) < w.opts.MinLength {
 		it.reason, it.where = "too short", where
 		return
+	}
+	if len(w.opts.Corpus.KeepColumns) > 0 {
+		// --keep-columns: the record's fields, as plain text carries them (strings as they are, other values as
+		// compact JSON, missing or null as null).
+		doc, skip := ex.Columns(rec)
+		if skip != nil {
+			it.reason, it.where = chat.KindBadRecord, where+" ("+skip.Detail+")"
+			return
+		}
+		it.cols, it.invalid = doc.Cols, doc.InvalidUTF8
 	}
 	it.trunc = s.Truncated > 0
 	it.rows = [][]int32{s.InputIDs}

@@ -384,7 +384,7 @@ func (w *writer) tokenizeChunk(c *chunk, ex *corpus.Extractor, scratch []byte) [
 		it.after = rec.Pos()
 		it.size = rec.Size
 		if o.Chat != nil {
-			w.chatRecord(it, rec)
+			w.chatRecord(it, rec, ex)
 			continue
 		}
 		var doc corpus.Doc

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/tokenize/corpus"
@@ -34,6 +35,9 @@ type journal struct {
 	Next     corpus.Position     `json:"next"`
 	Stats    Stats               `json:"stats"`
 	Finished bool                `json:"finished"` // every record written; only Finalize remains
+	// ChatTemplateDate is the instant strftime_now() returns in the run's chat template renders (RFC 3339); a
+	// --resume without --template-date takes it, so that the whole dataset has one date.
+	ChatTemplateDate string `json:"chat_template_date,omitempty"`
 }
 
 type state struct {
@@ -103,6 +107,9 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		Special:       o.Special,
 		Labels:        o.Chat != nil,
 	}
+	if o.Chat != nil && !o.Chat.TemplateDate().IsZero() {
+		st.wopts.ChatTemplateDate = o.Chat.TemplateDate().UTC().Format(time.RFC3339Nano)
+	}
 	cfg := configHash(o, plan)
 	entries, err := os.ReadDir(o.Out)
 	entries = withoutLock(entries)
@@ -139,6 +146,15 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		if err := json.Unmarshal(data, &st.j); err != nil {
 			return nil, fmt.Errorf("tokenize: --resume: %s is corrupt: %v", st.journalPath(), err)
 		}
+		if o.Chat != nil && st.j.ChatTemplateDate != "" && !o.Chat.TemplateDateGiven() {
+			d, err := time.Parse(time.RFC3339Nano, st.j.ChatTemplateDate)
+			if err != nil {
+				return nil, fmt.Errorf("tokenize: --resume: %s is corrupt: chat_template_date: %v", st.journalPath(), err)
+			}
+			o.Chat.SetTemplateDate(d)
+			cfg = configHash(o, plan)
+			st.wopts.ChatTemplateDate = st.j.ChatTemplateDate
+		}
 		if st.j.Version != journalVersion {
 			return nil, fmt.Errorf("tokenize: --resume: journal version %d, want %d", st.j.Version, journalVersion)
 		}
@@ -174,6 +190,9 @@ func prepareOut(o *Options, plan *corpus.Plan) (*state, error) {
 		return nil, fmt.Errorf("tokenize: output %s exists and is not empty (use --overwrite to replace it or --resume to continue an interrupted run)", o.Out)
 	}
 	st.j = journal{Version: journalVersion, Config: cfg}
+	if o.Chat != nil {
+		st.j.ChatTemplateDate = st.wopts.ChatTemplateDate
+	}
 	if err := st.save(); err != nil {
 		return nil, err
 	}
