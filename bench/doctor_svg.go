@@ -44,7 +44,7 @@ func WriteDoctorSVG(w io.Writer, r *DoctorResult) error {
 	xMax = niceCeil(xMax)
 	x := func(t float64) float64 { return left + t/xMax*iw }
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
-	p(`<rect width="100%%" height="100%%" fill="white"/>`+ "\n")
+	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	title := "gload doctor — " + strings.Join(r.Run.Command, " ")
 	if len([]rune(title)) > 110 {
 		title = string([]rune(title)[:109]) + "…"
