@@ -158,3 +158,46 @@ def test_ranks_share_a_file(tmp_path):
     steps = _steps(path)  # every line parses: no torn writes
     for r in range(3):
         assert sorted(s["step"] for s in steps if s["rank"] == r) == list(range(200))
+
+
+TRAIN = r"""
+import sys, time, torch
+from gload.doctor import Doctor
+w = int(sys.argv[2])
+model = torch.nn.Sequential(torch.nn.Linear(w, w), torch.nn.ReLU(), torch.nn.Linear(w, 1))
+x0 = torch.randn(256, w)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+doc = Doctor()
+doc.watch(opt)
+doc.watch(model)
+def batches():
+    for _ in range(30):
+        time.sleep(float(sys.argv[1]))  # the input pipeline
+        yield x0
+for x in doc.iterate(batches()):
+    model(x).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+doc.close()
+"""
+
+
+@pytest.mark.parametrize("sleep,width,cause", [(0.03, 32, "input pipeline"), (0.0, 768, "unknown")])
+def test_gload_doctor_cpu_job(tmp_path, gload_bin, sleep, width, cause):
+    """``gload doctor`` on a machine without a GPU: the torch job runs, its phases are read, the cause named from them
+    (or, with no idle phase, left unknown: without a GPU nothing tells compute from launch overhead)."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    out = tmp_path / "res.json"
+    env = dict(os.environ, PYTHONPATH=str(PYCLIENT))
+    p = subprocess.run([gload_bin, "doctor", "--json", "--out", str(out), "--report", str(tmp_path / "r.svg"), "--",
+                        sys.executable, str(script), str(sleep), str(width)], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(out.read_text())
+    d = res["diagnosis"]
+    assert d["cause"] == cause, p.stdout
+    assert d["phases"]["steps"] == 25 and d["phases"]["basis"] == "host time", d
+    assert set(d["phases"]["shares"]) >= {"data", "forward", "backward", "optimizer"}, d
+    if res["run"].get("no_gpu"):
+        assert "no GPU visible" in p.stdout and d["evidence"] == "phases"
+    assert (tmp_path / "r.svg").read_text().startswith("<svg")
