@@ -201,3 +201,77 @@ def test_gload_doctor_cpu_job(tmp_path, gload_bin, sleep, width, cause):
     if res["run"].get("no_gpu"):
         assert "no GPU visible" in p.stdout and d["evidence"] == "phases"
     assert (tmp_path / "r.svg").read_text().startswith("<svg")
+
+
+class _FakeEvent:
+    """Stands in for torch.cuda.Event on a machine without CUDA: 'GPU' time is the host time of record(), and the
+    'GPU' has passed an event once the test says so."""
+
+    passed_until = 0.0
+    created = 0
+
+    def __init__(self, enable_timing=False):
+        assert enable_timing
+        _FakeEvent.created += 1
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def query(self):
+        return self.t is not None and self.t <= _FakeEvent.passed_until
+
+    def synchronize(self):
+        _FakeEvent.passed_until = max(_FakeEvent.passed_until, self.t)
+
+    def elapsed_time(self, end):
+        assert self.query() and end.query(), "elapsed_time before the GPU passed both events"
+        return (end.t - self.t) * 1e3
+
+
+def test_cuda_path_reads_back_lazily(tmp_path, monkeypatch):
+    """The CUDA path with a stand-in event: a step is written only once the GPU passed its last event (never waited
+    for while fewer than 64 steps are pending), phases get GPU times, and events are reused."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "Fake GPU")
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    _FakeEvent.passed_until, _FakeEvent.created = 0.0, 0
+    path = tmp_path / "ev.jsonl"
+    doc = Doctor(str(path))
+    for _ in range(10):
+        with doc.step():
+            with doc.phase("data"):
+                time.sleep(0.004)
+            with doc.phase("forward"):
+                pass
+    assert _steps(path) == [], "written before the GPU passed the steps"
+    assert len(doc._pending) == 10
+    _FakeEvent.passed_until = time.perf_counter()  # the GPU catches up
+    with doc.step():
+        pass
+    doc._flush()
+    written = _steps(path)
+    assert len(written) == 11 - doc.lag, [s["step"] for s in written]
+    created = _FakeEvent.created
+    for _ in range(5):
+        with doc.step():
+            pass
+        _FakeEvent.passed_until = time.perf_counter()
+    assert _FakeEvent.created == created, "events are not reused"
+    doc.close()
+    recs = _records(path)
+    assert recs[0]["cuda"] is True and recs[0]["device"] == "Fake GPU"
+    # A GPU that never catches up: past 64 pending steps the oldest is waited for, so memory stays bounded.
+    doc = Doctor(str(tmp_path / "ev2.jsonl"))
+    for _ in range(70):
+        with doc.step():
+            pass
+    assert len(doc._pending) == 64
+    doc.close()
+    assert len(_steps(tmp_path / "ev2.jsonl")) == 70
+    steps = _steps(path)
+    assert [s["step"] for s in steps] == list(range(16))
+    for s in steps[:10]:
+        assert s["phases"]["data"][1] >= 3.5 and s["gpu_ms"] >= s["phases"]["data"][1], s
+        assert abs(s["gpu_ms"] - sum(v[1] for v in s["phases"].values())) < 1e-3
