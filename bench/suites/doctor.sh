@@ -23,6 +23,7 @@ STRENGTHS=${STRENGTHS:-1 0.5}
 PY=${PYTHON:-python3}
 cpu=()
 [[ ${CPU:-0} == 1 ]] && cpu=(--cpu)
+"$G" doctor --help > /dev/null 2>&1 || { echo "doctor: $G has no 'gload doctor': rebuild $d (bench/prepare_devrun.sh)" >&2; exit 2; }
 mkdir -p "$OUT/doctor"
 rm -f "$OUT"/doctor/*.json "$OUT"/doctor/*.log "$OUT"/doctor/*.svg "$OUT/doctor_summary.md"
 $PY -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA")' 2>&1 | tee "$OUT/versions.txt"
