@@ -331,7 +331,7 @@ def main():
     for b in doc.iterate(batches):
         if n == args.skip:
             t_end = time.perf_counter() + args.seconds
-            if args.nvml_out and not args.cpu:
+            if args.nvml_out:
                 try:
                     sampler = NvmlSampler()
                     sampler.start()
