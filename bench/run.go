@@ -39,6 +39,8 @@ type RunOptions struct {
 	// Stdin, Stdout and Stderr are the command's (nil: /dev/null).
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Env is the command's environment (nil: this process's).
+	Env []string
 	// Log receives Run's own messages ("no GPU visible", a server that does
 	// not answer); nil: none.
 	Log io.Writer
@@ -247,7 +249,7 @@ func logf(w io.Writer, format string, args ...any) {
 // runCommand runs o.Command to its end and returns its exit status.
 func runCommand(ctx context.Context, o RunOptions) (int, error) {
 	cmd := exec.Command(o.Command[0], o.Command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = o.Stdin, o.Stdout, o.Stderr, o.Env
 	cmd.WaitDelay = o.KillAfter // a grandchild holding the output pipes does not hang us
 	if err := cmd.Start(); err != nil {
 		return 127, fmt.Errorf("start %s: %w", o.Command[0], err)

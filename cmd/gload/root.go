@@ -73,7 +73,7 @@ whether the GPUs starve (gload watch, gload bench).`,
 	}
 	root.SetVersionTemplate("gload {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newEncodeCmd(g), newTokenizeCmd(g), newCompressCmd(g), newInspectCmd(g), newIndexCmd(g), newMergeCmd(g), newServeCmd(g), newWatchCmd(g), newBenchCmd(g), newSyncCmd(g))
+	root.AddCommand(newEncodeCmd(g), newTokenizeCmd(g), newCompressCmd(g), newInspectCmd(g), newIndexCmd(g), newMergeCmd(g), newServeCmd(g), newWatchCmd(g), newBenchCmd(g), newDoctorCmd(g), newSyncCmd(g))
 	prof := &profileOptions{}
 	prof.register(root)
 	return root, prof

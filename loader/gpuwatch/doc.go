@@ -20,6 +20,12 @@
 //     Prometheus (gload_gpu_* and gload_watch_* series, distinct from the
 //     server's gload_client_* ones); [Simulate] replays a whole trace, client
 //     records included, on a simulated clock; cmd/nvmlprobe records one.
+//   - [ReadEvidence] parses the per-step phase timings and profiler summaries
+//     the Python helper gload.doctor writes; [Diagnose] (and
+//     [SimulateDiagnosis] over a trace) names the cause that idles the GPU
+//     for gload doctor — input pipeline, optimizer/gradient sync, host work
+//     and sync points, padding, kernel-launch overhead or compute bound —
+//     with the numbers, the evidence it had and remedies cheapest first.
 //
 // The package touches nothing but the Source it is given: it opens no files
 // (cmd/nvmlprobe writes traces to stdout), keeps no global state and starts no
