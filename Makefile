@@ -54,7 +54,7 @@ test-race:
 	$(GO) test -race -count=1 ./tokenize/pipeline/...
 	$(GO) test -race -count=1 ./internal/framedio/ ./tokenize/corpus/
 	$(GO) test -race -count=1 -run 'Shared|WordCache' ./tokenize/model/
-	$(GO) test -race -count=1 ./loader/shardcache/ ./loader/objstore/...
+	$(GO) test -race -count=1 ./loader/shardcache/ ./loader/objstore/... ./internal/dirlock/ ./internal/safename/ ./internal/privdir/
 	$(GO) test -race -count=1 -run 'ObjectStorage|SlowStorage|Lazy|TailHasher|Writer' ./loader/dataset/
 	@echo "test-race: the service (streams, limits, watch, auth) and its Go client $$(date -u +%T)"
 	$(GO) test -race -count=1 ./loader/ ./loader/client/ ./loader/gpuwatch/ ./loader/access/

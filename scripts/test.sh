@@ -49,6 +49,8 @@ suite go          go test -count=1 ./...
 suite lint        lint
 suite go-race     $make --no-print-directory test-race
 suite docs        $make --no-print-directory test-docs
+suite fuzz-chat   $make --no-print-directory fuzz-chat FUZZTIME=${FUZZTIME:-60s}
+suite wheel       $make --no-print-directory test-wheel
 suite py-newest   $make --no-print-directory test-py-newest
 suite py-oldest   $make --no-print-directory test-py-oldest
 suite py-forksafe $make --no-print-directory test-py-forksafe
