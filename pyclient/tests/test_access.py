@@ -123,7 +123,7 @@ def test_default_address(gload_bin, datasets, monkeypatch):
             os.umask(old)
         try:
             sock = run / "gload.sock"
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + PATIENCE
             while not sock.exists():
                 assert proc.poll() is None, proc.stderr.read()
                 assert time.monotonic() < deadline, "no default socket"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import gload
-from conftest import TRANSPORTS, Server, rows_of, tokenize, write_corpus
+from conftest import PATIENCE, TRANSPORTS, Server, rows_of, tokenize, write_corpus
 
 KEY, SECRET = "pytestaccess", "pytest-secret-key"
 
@@ -39,7 +39,7 @@ def s3_server(gload_bin):
     proc = subprocess.Popen([str(vgw), "--access", KEY, "--secret", SECRET, "--region", "us-east-1",
                              "--port", f"127.0.0.1:{port}", "--quiet", "posix", str(root / "data")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + PATIENCE
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -94,7 +94,7 @@ def test_epoch_from_a_bucket_through_a_small_cache(remote_server, transport):
         got = rows_of(list(loader))
     assert sorted(set(got)) == list(range(rows)), "every row of the bucket's dataset"
     assert len(got) - rows < 8, "wrap repeats fewer rows than one batch"
-    deadline = time.monotonic() + 5  # pins may push the cache past the bound for a moment; it shrinks back
+    deadline = time.monotonic() + PATIENCE  # pins may push the cache past the bound for a moment; it shrinks back
     while _cached(cache) > limit and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _cached(cache) <= limit, "the cache is back within --cache-size once the epoch is done"

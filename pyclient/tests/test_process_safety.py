@@ -165,7 +165,7 @@ loaders = []
 for transport in ("shm", "grpc"):
     for finished in (False, True):
         l = gload.Loader(sys.argv[1], "small", transport=transport, batch_size=4, return_tensors="np",
-                         connect_timeout=PATIENCE)
+                         connect_timeout=float(sys.argv[2]))
         it = iter(l)
         next(it)  # a live stream (and, over shm, a ring) held at exit...
         if finished:  # ...or an epoch run to its end, its stream over, the channel still open
@@ -184,5 +184,6 @@ def test_exit_with_open_loaders_does_not_hang(server, round_):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, server.addr], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, server.addr, str(PATIENCE)], capture_output=True, text=True,
+                       timeout=PATIENCE)
     assert (r.returncode, r.stdout.strip()) == (0, "ok"), r.stderr[-2000:]
