@@ -49,16 +49,15 @@ test:
 # with background CPU load), the parallel decoder of framed .zst/.gz inputs and the reader using it (likewise stressed;
 # about 45 s and 25 s on 2 cores), the object-storage shard cache with the streams that use it, and
 # the whole service package with its Go client (about 110 s here on 2 busy cores).
+RACE_RUNS := "./tokenize/pipeline/... ./internal/framedio/ ./tokenize/corpus/" \
+	"-run Shared|WordCache ./tokenize/model/" \
+	"./loader/shardcache/ ./loader/objstore/... ./internal/dirlock/ ./internal/safename/ ./internal/privdir/" \
+	"-run ObjectStorage|SlowStorage|Lazy|TailHasher|Writer ./loader/dataset/" \
+	"./loader/ ./loader/client/ ./loader/gpuwatch/ ./loader/access/"
+# Each group runs even when an earlier one failed; the target fails at the end if any did.
 test-race:
-	@echo "test-race: start $$(date -u +%T)"
-	$(GO) test -race -count=1 ./tokenize/pipeline/...
-	$(GO) test -race -count=1 ./internal/framedio/ ./tokenize/corpus/
-	$(GO) test -race -count=1 -run 'Shared|WordCache' ./tokenize/model/
-	$(GO) test -race -count=1 ./loader/shardcache/ ./loader/objstore/... ./internal/dirlock/ ./internal/safename/ ./internal/privdir/
-	$(GO) test -race -count=1 -run 'ObjectStorage|SlowStorage|Lazy|TailHasher|Writer' ./loader/dataset/
-	@echo "test-race: the service (streams, limits, watch, auth) and its Go client $$(date -u +%T)"
-	$(GO) test -race -count=1 ./loader/ ./loader/client/ ./loader/gpuwatch/ ./loader/access/
-	@echo "test-race: done $$(date -u +%T)"
+	@rc=0; for a in $(RACE_RUNS); do echo "test-race: go test -race $$a ($$(date -u +%T))"; \
+		$(GO) test -race -count=1 $$a || rc=1; done; echo "test-race: done $$(date -u +%T)"; exit $$rc
 
 # The Python client (pyclient/) against a real gload serve, in the newest (.venv) and the oldest supported
 # (.venv-oldest: grpcio 1.51, protobuf 4.21, numpy 1.24, Debian's CPU torch 1.13) stacks. Skips are listed with their
