@@ -20,7 +20,7 @@ import numpy as np
 
 from ._channel import auth_token as _auth_token
 from ._channel import grpc_fork_safe, open_channel, resolve  # noqa: F401 - grpc_fork_safe for users and tests
-from . import _keys
+from . import _accelerate, _keys
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
 from ._proto import gload_pb2_grpc as pb_grpc
@@ -307,6 +307,7 @@ class Loader(_Base):
         # Where the stream of the object this one was copied from (pickle, fork) stood: next() continues there.
         self._resume_point: Optional[State] = None
         self._exhausted = False
+        self._init_epochs()
         self._init_runtime()
         self._reset_position()
         _live.add(self)
@@ -358,6 +359,14 @@ class Loader(_Base):
         self._worker_index = 0
         self._base_consumed = 0  # the global consumed count when the stream opened
         self._handed: Optional[int] = None  # rank_step of the last batch handed out by the stream
+
+    def _init_epochs(self) -> None:
+        """Which epoch the next iteration runs (see :meth:`set_epoch`; gload/_accelerate.py): pickled with the Loader."""
+        self._finished = False  # the epoch self.epoch ran to its end: a new iteration starts the next one
+        self._epoch_pinned = False  # set_epoch chose the epoch since the last iteration started
+        self._wrapper_epoch: Optional[int] = None  # the epoch the last accelerate wrapper iteration ran
+        self._wrapper_ready = False  # an accelerate wrapper just chose this iteration's epoch and position
+        self._lookahead = 0  # batches the consumer of this iteration reads ahead of what it hands on (accelerate: 1)
 
     def _copied_position(self) -> Optional[State]:
         """The position a copy of this object continues from: the live stream's state, if one is open."""
@@ -554,10 +563,23 @@ class Loader(_Base):
 
     def __iter__(self) -> "Epoch":
         """Starts an epoch (from its beginning, or from the state given to :meth:`load_state_dict`) and returns its
-        iterator. Iterating the loader again starts the epoch again; iterating the returned iterator again goes
-        on where it stands."""
+        iterator; iterating the returned iterator again goes on where it stands. Which epoch: the one
+        :meth:`set_epoch` picked, else the next one when the last iteration ran its epoch to the end (or the loaded
+        state stood at its epoch's end), else the current one again (an iteration left before its end starts that
+        epoch again)."""
         self._forked()
         self._resume_point = None
+        if self._wrapper_ready:  # accelerate's wrapper chose the epoch and position just now (set_epoch)
+            self._wrapper_ready = False
+            self._lookahead = 1
+        else:
+            self._lookahead = 0
+            if self._finished:
+                self._advance_epoch()
+            elif (self._pending is not None and not self._epoch_pinned and self._pending["epoch"] == self.epoch
+                  and self._left_after_pending() == 0):
+                self._advance_epoch()
+        self._epoch_pinned = False
         self._start(self.connect_timeout)
         self._stats.reset_step_clock()
         return Epoch(self)
@@ -608,6 +630,7 @@ class Loader(_Base):
         if r is None:
             self._close_stream()
             self._exhausted = True
+            self._finished = True
             raise StopIteration
         return self._hand_out(stream, r, t0, step)
 
@@ -660,18 +683,44 @@ class Loader(_Base):
 
     # -- epochs and state ------------------------------------------------------------------------------------------
 
-    def set_epoch(self, epoch: int) -> None:
-        """Picks the epoch the next ``for`` loop runs (as DistributedSampler.set_epoch). A state loaded for that
-        epoch is kept, so loading a state and then calling set_epoch(state epoch) resumes where it stopped."""
+    def _advance_epoch(self) -> None:
+        """The next iteration runs the epoch after this one, from its beginning."""
+        self._pick_epoch(self.epoch + 1)
+
+    def _left_after_pending(self) -> int:
+        """This rank's batches left in the epoch after the loaded state."""
+        rank, world, _, _ = self._consumer()
+        resume, _ = self._resume_for((rank, world, 0, 1))
+        return int(self._plan(worker=0, workers=1, resume=resume).batches)
+
+    def _pick_epoch(self, epoch: int) -> None:
+        """The next iteration runs ``epoch`` (from a state loaded for it, else from its beginning)."""
+        epoch = int(epoch)
         if self._pending is not None and self._pending["epoch"] != epoch:
             self._pending = None
-        if epoch != self.epoch:
+        if epoch != self.epoch or self._finished:
             self._close_stream()
             self._opened = None
             self._handed = None
             self._resume_point = None
-        self.epoch = int(epoch)
+        self.epoch = epoch
         self._exhausted = False
+        self._finished = False
+
+    def set_epoch(self, epoch: int) -> None:
+        """Picks the epoch the next ``for`` loop runs (as DistributedSampler.set_epoch). A state loaded for that
+        epoch is kept, so loading a state and then calling set_epoch(state epoch) resumes where it stopped.
+
+        Without it, a new ``for`` loop after one that ran its epoch to the end runs the next epoch (as Mosaic
+        streaming does); set_epoch always wins, even set_epoch of the epoch just finished (which runs it again).
+        Called by accelerate's prepared DataLoader at the start of each of its iterations (with its own count of
+        iterations), it is read as "a new iteration starts": see gload/_accelerate.py."""
+        if _accelerate.wrapper_set_epoch(self, sys._getframe(1), epoch):
+            return
+        if int(epoch) < 0:
+            raise ValueError(f"set_epoch: want an epoch >= 0, got {epoch!r}")
+        self._pick_epoch(int(epoch))
+        self._epoch_pinned = True
 
     def state_dict(self, batches: Optional[int] = None) -> State:
         """The resume state after the last batch this object handed out (not the read-ahead): global and small,
@@ -694,10 +743,13 @@ class Loader(_Base):
             return self._state_after(0)
         start = o.start
         world, workers, worker = max(o.world_size, 1), max(o.num_workers, 1), self._worker_index
-        if self._handed is None:
+        k = self._handed
+        if k is not None and self._lookahead and not self._exhausted and workers == 1:
+            # The consumer (accelerate's wrapper) holds the last batch handed out and has not passed it on yet.
+            k = k - self._lookahead if k >= self._lookahead else None
+        if k is None:
             consumed, resume_at = self._base_consumed, start.consumed
         else:
-            k = self._handed
             consumed = start.consumed + (k + 1) * world
             resume_at = start.consumed + (k + workers - worker) * world
         return {
@@ -741,6 +793,7 @@ class Loader(_Base):
         self._handed = None
         self._resume_point = None
         self._exhausted = False
+        self._init_epochs()
         self.epoch = st["epoch"]
         self._pending = st
 
@@ -771,7 +824,13 @@ class Loader(_Base):
     def __len__(self) -> int:
         """Batches this rank has left in the epoch (all its workers together): the whole epoch, or, after
         :meth:`load_state_dict`, what is left after the loaded state — what ``len(DataLoader(loader))`` and
-        torchdata's StatefulDataLoader report after a resume. :meth:`epoch_batches` is the whole epoch."""
+        torchdata's StatefulDataLoader report after a resume. :meth:`epoch_batches` is the whole epoch.
+
+        Asked by accelerate's prepared DataLoader (``len(train_dataloader)``) it is the whole epoch: scripts written
+        for accelerate compute the epoch and the batches to skip from it after ``load_state``, and gload takes their
+        ``skip_first_batches`` as the position it already holds (gload/_accelerate.py)."""
+        if _accelerate.wrapper_of(self, sys._getframe(1), depth=4) is not None:
+            return self.epoch_batches()
         rank, world, _, _ = self._consumer()
         resume, _ = self._resume_for((rank, world, 0, 1))
         return int(self._plan(worker=0, workers=1, resume=resume).batches)
