@@ -81,6 +81,7 @@ def main(argv=None) -> None:
     p.add_argument("--output-dir", default="out")
     p.add_argument("--resume-from-checkpoint", default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prepare-loader", action="store_true", help="pass the Loader itself to accelerator.prepare")
     p.add_argument("--stop-after", type=int, default=0, help="end the process after this step (to try resuming)")
     args = p.parse_args(argv)
 
@@ -88,7 +89,11 @@ def main(argv=None) -> None:
     torch.manual_seed(args.seed)
     loader = gload.Loader(args.addr, args.dataset, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
                           keys=("input_ids", "attention_mask", "labels"))
+    # generator: torch's DataLoader draws a seed from torch's global RNG for every iterator it makes unless it has a
+    # generator of its own; on a resume that draw comes after load_state restored the RNG, and dropout would differ.
     train_dataloader = DataLoader(loader, batch_size=None, generator=torch.Generator())
+    if args.prepare_loader:  # the other way: the Loader itself to prepare (which returns it as it is)
+        train_dataloader = loader
     model = TinyCausalLM(args.vocab)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
@@ -128,7 +133,10 @@ def main(argv=None) -> None:
     for epoch in range(starting_epoch, args.num_train_epochs):
         model.train()
         if args.resume_from_checkpoint and epoch == starting_epoch and resume_step is not None:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, resume_step)
+            if isinstance(train_dataloader, gload.Loader):  # gload: prepare(loader) - it resumed from its state
+                active_dataloader = train_dataloader
+            else:
+                active_dataloader = accelerator.skip_first_batches(train_dataloader, resume_step)
         else:
             active_dataloader = train_dataloader
         for step, batch in enumerate(active_dataloader):

@@ -26,6 +26,11 @@ So the Loader, when such a wrapper (its ``dataset`` is this Loader, its class is
   before), until the epoch's end;
 - ``len()`` is the whole epoch, even after a loaded state.
 
+The same holds without the wrapper where accelerate is seen: ``skip_first_batches`` of a DataLoader that is not
+accelerate's (the Hugging Face Trainer's own, say) gives a ``SkipDataLoader``, whose skip the Loader takes as a
+position when that iterates it; and after a state loaded by accelerate's ``load_state`` (``register_for_checkpointing``)
+``len(loader)`` is the whole epoch, for scripts that pass the Loader itself to ``prepare`` (which returns it as it is).
+
 Refused with a message saying what to do: accelerate's re-sharding across processes (``IterableDatasetShard``, or
 dispatching from process 0 with several processes): gload already gives every rank its own batches.
 """
@@ -91,6 +96,41 @@ def wrapper_set_epoch(loader: Any, frame: Any, epoch: int) -> bool:
     return True
 
 
+def iteration_skip(loader: Any, frame: Any) -> None:
+    """At ``loader.__iter__`` (``frame``: its caller): an accelerate ``SkipDataLoader`` (what ``skip_first_batches``
+    makes of a DataLoader that is not accelerate's own, e.g. the Hugging Face Trainer's, or of an unprepared one)
+    over this loader, found among the callers, has its skip taken as a position, as the wrapper's is."""
+    w = wrapper_of(loader, frame, depth=12)
+    if w is not None and int(getattr(w, "skip_batches", 0) or 0) > 0:
+        _absorb_skip(loader, w, loader.epoch)
+
+
+def loaded_by_accelerate(frame: Any, depth: int = 4) -> bool:
+    """Whether ``load_state_dict`` was called by accelerate's ``load_state`` (its checkpointing module)."""
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if str(frame.f_globals.get("__name__", "")).startswith("accelerate."):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _absorb_skip(loader: Any, w: Any, epoch: int) -> None:
+    skip = int(getattr(w, "skip_batches", 0) or 0)
+    if skip <= 0:
+        return
+    if loader._pending is not None and int(loader._pending["epoch"]) == epoch:
+        want = skip * loader._rank_world()[1]  # global batches from the epoch's start
+        if want != int(loader._pending["consumed"]):
+            log.warning("gload: skip_first_batches(%d) asks for global position %d of epoch %d, the loaded state "
+                        "stands at %d: continuing from the loaded state", skip, want, epoch,
+                        loader._pending["consumed"])
+    else:
+        loader._pending = loader._state_after(skip)
+    w.skip_batches = 0
+
+
 def _start_iteration(loader: Any, w: Any, count: int) -> None:
     pending = loader._pending
     if loader._epoch_pinned:
@@ -109,15 +149,5 @@ def _start_iteration(loader: Any, w: Any, count: int) -> None:
     loader._wrapper_epoch = e
     if hasattr(w, "iteration"):
         w.iteration = e
-    skip = int(getattr(w, "skip_batches", 0) or 0)
-    if skip > 0:
-        if loader._pending is not None:
-            want = skip * loader._rank_world()[1]  # global batches from the epoch's start
-            if want != int(loader._pending["consumed"]):
-                log.warning("gload: skip_first_batches(%d) asks for global position %d of epoch %d, the loaded "
-                            "state stands at %d: continuing from the loaded state", skip, want, e,
-                            loader._pending["consumed"])
-        else:
-            loader._pending = loader._state_after(skip)
-        w.skip_batches = 0
+    _absorb_skip(loader, w, e)
     loader._wrapper_ready = True

@@ -367,6 +367,7 @@ class Loader(_Base):
         self._wrapper_epoch: Optional[int] = None  # the epoch the last accelerate wrapper iteration ran
         self._wrapper_ready = False  # an accelerate wrapper just chose this iteration's epoch and position
         self._lookahead = 0  # batches the consumer of this iteration reads ahead of what it hands on (accelerate: 1)
+        self._acc_loaded = False  # the state was loaded by accelerate's load_state: len() is the whole epoch
 
     def _copied_position(self) -> Optional[State]:
         """The position a copy of this object continues from: the live stream's state, if one is open."""
@@ -580,6 +581,7 @@ class Loader(_Base):
                   and self._left_after_pending() == 0):
                 self._advance_epoch()
         self._epoch_pinned = False
+        _accelerate.iteration_skip(self, sys._getframe(1))
         self._start(self.connect_timeout)
         self._stats.reset_step_clock()
         return Epoch(self)
@@ -794,6 +796,7 @@ class Loader(_Base):
         self._resume_point = None
         self._exhausted = False
         self._init_epochs()
+        self._acc_loaded = _accelerate.loaded_by_accelerate(sys._getframe(1))
         self.epoch = st["epoch"]
         self._pending = st
 
@@ -821,15 +824,26 @@ class Loader(_Base):
         return {"batches": p.batches, "global_batches": p.global_batches,
                 "shapes": [(s.rows, s.length) for s in p.shapes], "padding_share": p.padding_share}
 
+    @property
+    def sampler(self) -> Any:
+        """(Not a DataLoader: no sampler.) Raises AttributeError saying what to do, for code that takes the Loader for
+        a DataLoader, such as accelerate's ``skip_first_batches(loader, n)`` after ``prepare(loader)``."""
+        raise AttributeError(
+            "gload.Loader is a dataset that batches itself, not a DataLoader: it has no sampler. It resumes from its "
+            "own state (load_state_dict, or accelerator.register_for_checkpointing(loader)), so nothing has to skip "
+            "batches: iterate the loader itself instead of skip_first_batches(loader, n), or pass "
+            "DataLoader(loader, batch_size=None) to accelerator.prepare, whose skip_first_batches gload takes as a "
+            "no-op")
+
     def __len__(self) -> int:
         """Batches this rank has left in the epoch (all its workers together): the whole epoch, or, after
         :meth:`load_state_dict`, what is left after the loaded state — what ``len(DataLoader(loader))`` and
         torchdata's StatefulDataLoader report after a resume. :meth:`epoch_batches` is the whole epoch.
 
-        Asked by accelerate's prepared DataLoader (``len(train_dataloader)``) it is the whole epoch: scripts written
-        for accelerate compute the epoch and the batches to skip from it after ``load_state``, and gload takes their
+        Asked by accelerate's prepared DataLoader (``len(train_dataloader)``), or after a state loaded by
+        accelerate's ``load_state``, it is the whole epoch: scripts written for accelerate compute the epoch and the batches to skip from it after ``load_state``, and gload takes their
         ``skip_first_batches`` as the position it already holds (gload/_accelerate.py)."""
-        if _accelerate.wrapper_of(self, sys._getframe(1), depth=4) is not None:
+        if self._acc_loaded or _accelerate.wrapper_of(self, sys._getframe(1), depth=4) is not None:
             return self.epoch_batches()
         rank, world, _, _ = self._consumer()
         resume, _ = self._resume_for((rank, world, 0, 1))

@@ -68,3 +68,41 @@ def test_resume_from_epoch_checkpoint_is_exact(common, tmp_path, capsys):
     assert sorted(resumed) == list(range(per_epoch + 1, 2 * per_epoch + 1))
     for i in resumed:
         assert resumed[i] == full[i], f"resumed from epoch_0: step {i} differs"
+
+
+def test_prepare_loader_itself_resumes_exactly(common, tmp_path, capsys):
+    """prepare(loader) returns the Loader as it is; after load_state its len() is the whole epoch (the script's
+    arithmetic), and the script iterates it instead of calling skip_first_batches on it."""
+    common = common + ["--prepare-loader"]
+    full = _run(capsys, *common, "--output-dir", str(tmp_path / "a"), "--checkpointing-steps", "1")
+    n = len(full)
+    at = n // 2 + 3
+    resumed = _run(capsys, *common, "--output-dir", str(tmp_path / "b"),
+                   "--resume-from-checkpoint", str(tmp_path / "a" / f"step_{at}"))
+    assert sorted(resumed) == list(range(at + 1, n + 1))
+    for i in resumed:
+        assert resumed[i] == full[i], f"step {i} differs"
+
+
+def test_skip_first_batches_on_the_loader_says_what_to_do(server):
+    import gload
+    from accelerate import skip_first_batches
+
+    with gload.Loader(server.addr, "small", transport="grpc") as loader:
+        with pytest.raises(AttributeError, match="iterate the loader itself instead of skip_first_batches"):
+            skip_first_batches(loader, 3)
+
+
+def test_resharding_across_processes_is_refused(server):
+    """accelerate's re-sharding of an IterableDataset across processes (what prepare does with dispatch_batches=False
+    and several processes) would split gload's rank batches again: refused, naming what to do."""
+    import gload
+    from accelerate import Accelerator
+    from accelerate.data_loader import prepare_data_loader
+
+    Accelerator(cpu=True)
+    with gload.Loader(server.addr, "small", transport="grpc") as loader:
+        dl = prepare_data_loader(torch.utils.data.DataLoader(loader, batch_size=None), num_processes=2,
+                                 process_index=0, put_on_device=False, dispatch_batches=False)
+        with pytest.raises(gload.errors.InvalidArgument, match="do not pass the DataLoader over a gload.Loader"):
+            next(iter(dl))
