@@ -126,6 +126,7 @@ class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
 
 _FORK_SAFE_GRPC = (1, 85)
 _started_in_pid: Optional[int] = None  # the process that opened a channel through open_channel
+_started_by = ""  # what opened that process's first channel (e.g. "len(loader)"), for the child's error
 _forked_from_grpc = False  # this process is a fork child of one that had started gRPC
 
 
@@ -154,15 +155,21 @@ def check_fork_safe(what: str = "gload") -> None:
         raise ForkUnsafe(
             f"{what}: this process (pid {os.getpid()}) was forked from one that had already talked to a gload server, "
             f"and grpcio {grpc.__version__} cannot be used after such a fork (it aborts or hangs in the child; "
-            f"grpcio >= {'.'.join(map(str, _FORK_SAFE_GRPC))} can). Use DataLoader(..., "
-            "multiprocessing_context='spawn' or 'forkserver'), upgrade grpcio, or do not use the Loader in the "
-            "parent before its workers start")
+            f"grpcio >= {'.'.join(map(str, _FORK_SAFE_GRPC))} can). "
+            + (f"The parent first talked to it in {_started_by}; " if _started_by else "")
+            + "len(loader), shapes(), plan(), progress(), datasets(), state_dict(batches=n) and iterating all do. "
+            "Use DataLoader(..., multiprocessing_context='spawn' or 'forkserver'), upgrade grpcio, or do not use "
+            "the Loader in the parent before its workers start")
 
 
-def open_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = ()) -> grpc.Channel:
-    """A plaintext channel to ``target`` that sends ``token`` (None: no token) with every call."""
-    global _started_in_pid
+def open_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = (),
+                 by: str = "") -> grpc.Channel:
+    """A plaintext channel to ``target`` that sends ``token`` (None: no token) with every call (``by``: what needs
+    it, named to a fork child that may not use gRPC)."""
+    global _started_in_pid, _started_by
     check_fork_safe(f"channel to {target}")
+    if _started_in_pid != os.getpid() or (by and not _started_by):
+        _started_by = by
     _started_in_pid = os.getpid()
     ch = grpc.insecure_channel(target, options=list(options))
     if token:

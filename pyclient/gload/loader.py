@@ -443,7 +443,7 @@ class Loader(_Base):
     def _api(self) -> pb_grpc.LoaderStub:
         self._forked()
         if self._stub is None:
-            self._channel = open_channel(self._target, self._auth_token, options=[
+            self._channel = open_channel(self._target, self._auth_token, by=_public_caller(sys._getframe(1)), options=[
                 # Never share a connection with another channel of this process.
                 ("grpc.use_local_subchannel_pool", 1),
                 ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
@@ -981,6 +981,18 @@ class Epoch(Iterator[Dict[str, Any]]):
             self._checked = True
             _refuse_auto_batching(sys._getframe(1))
         return self.loader.next()
+
+
+def _public_caller(frame: Any) -> str:
+    """The Loader method the user called that led to ``frame`` (e.g. "len(loader)", "loader.shapes()")."""
+    for _ in range(8):
+        if frame is None:
+            break
+        name = frame.f_code.co_name
+        if isinstance(frame.f_locals.get("self"), Loader) and (name in ("__len__", "__iter__") or not name.startswith("_")):
+            return {"__len__": "len(loader)", "__iter__": "iter(loader)"}.get(name, f"loader.{name}()")
+        frame = frame.f_back
+    return ""
 
 
 def _refuse_auto_batching(caller: Any) -> None:

@@ -94,6 +94,7 @@ def test_dataloader_after_parent_used_grpc(server, ctx):
         with pytest.raises(Exception, match="cannot be used after such a fork") as e:
             list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork"))
         assert "multiprocessing_context='spawn' or 'forkserver'" in str(e.value)
+        assert "first talked to it in len(loader)" in str(e.value), "the error names the call that counted"
         ds.close()
         return
     n = len(ds)
