@@ -21,6 +21,7 @@ import numpy as np
 from ._channel import auth_token as _auth_token
 from ._channel import grpc_fork_safe, open_channel, resolve  # noqa: F401 - grpc_fork_safe for users and tests
 from . import _accelerate, _keys
+from . import torchdata as _torchdata
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
 from ._proto import gload_pb2_grpc as pb_grpc
@@ -838,13 +839,21 @@ class Loader(_Base):
     def __len__(self) -> int:
         """Batches this rank has left in the epoch (all its workers together): the whole epoch, or, after
         :meth:`load_state_dict`, what is left after the loaded state — what ``len(DataLoader(loader))`` and
-        torchdata's StatefulDataLoader report after a resume. :meth:`epoch_batches` is the whole epoch.
+        torchdata's StatefulDataLoader report after a resume (after the StatefulDataLoader's own
+        ``load_state_dict`` too, until its next iteration starts). :meth:`epoch_batches` is the whole epoch.
 
         Asked by accelerate's prepared DataLoader (``len(train_dataloader)``), or after a state loaded by
         accelerate's ``load_state``, it is the whole epoch: scripts written for accelerate compute the epoch and the batches to skip from it after ``load_state``, and gload takes their
         ``skip_first_batches`` as the position it already holds (gload/_accelerate.py)."""
-        if self._acc_loaded or _accelerate.wrapper_of(self, sys._getframe(1), depth=4) is not None:
+        caller = sys._getframe(1)
+        if self._acc_loaded or _accelerate.wrapper_of(self, caller, depth=4) is not None:
             return self.epoch_batches()
+        held = _torchdata.pending_state(self, caller)
+        if held is not None and int(held["epoch"]) == self.epoch:  # a StatefulDataLoader's own load_state_dict
+            return int(self._plan(worker=0, workers=1, resume=pb.ResumeState(
+                fingerprint=held["fingerprint"], seed=int(held["seed"]), epoch=int(held["epoch"]),
+                policy_hash=held["policy_hash"], consumed=int(held["consumed"]),
+                plan_world=int(held["plan_world"]))).batches)
         rank, world, _, _ = self._consumer()
         resume, _ = self._resume_for((rank, world, 0, 1))
         return int(self._plan(worker=0, workers=1, resume=resume).batches)
