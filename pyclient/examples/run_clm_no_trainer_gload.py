@@ -87,7 +87,8 @@ def main(argv=None) -> None:
 
     accelerator = _accelerator()
     torch.manual_seed(args.seed)
-    loader = gload.Loader(args.addr, args.dataset, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
+    loader = gload.Loader(args.addr, args.dataset, batch_size=args.batch_size, max_length=args.max_length,
+                          seed=args.seed,
                           keys=("input_ids", "attention_mask", "labels"))
     # generator: torch's DataLoader draws a seed from torch's global RNG for every iterator it makes unless it has a
     # generator of its own; on a resume that draw comes after load_state restored the RNG, and dropout would differ.

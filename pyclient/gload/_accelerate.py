@@ -1,5 +1,6 @@
 """What a :class:`gload.Loader` reads off Hugging Face accelerate's prepared DataLoader, so that
-``accelerator.prepare(DataLoader(loader, batch_size=None))`` trains and resumes exactly. Nothing here imports accelerate.
+``accelerator.prepare(DataLoader(loader, batch_size=None))`` trains and resumes exactly. Nothing here imports
+accelerate.
 
 accelerate (0.30 to 1.x) wraps a prepared DataLoader in a ``DataLoaderShard`` (``DataLoaderDispatcher`` when it
 dispatches batches from process 0, its default for an IterableDataset), which:

@@ -28,6 +28,9 @@ What it does, and why:
   uninterrupted run too.
 - The epoch the Trainer is in goes to ``loader.set_epoch``.
 
+For a gload SFT dataset read with ``datasets.load_from_disk`` by another trainer (TRL's ``SFTTrainer``, a plain
+``Trainer``): :class:`SFTCollator` pads it as the server would (input_ids with the recorded pad id, labels with -100).
+
 ``import gload.hf`` is light: transformers is imported when ``GloadTrainer`` is first used.
 """
 

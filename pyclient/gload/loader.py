@@ -129,7 +129,8 @@ class Loader(_Base):
     exactly once, still sharded across ranks (global batch g to rank g mod world_size) — so ranks may get one batch
     more than others: do not run a collective per batch over such a pass (gather at the end instead).
 
-    One ``for`` loop is one epoch (``epoch``, or the one :meth:`set_epoch` picked). ``rank``/``world_size`` default
+    One ``for`` loop is one epoch (``epoch``, or the one :meth:`set_epoch` picked; without set_epoch a loop after one
+    that ran its epoch to the end runs the next epoch). ``rank``/``world_size`` default
     to torch.distributed's when it is initialised (else 0/1), ``worker``/``num_workers`` to the DataLoader worker's
     (``torch.utils.data.get_worker_info()``; else 0/1); explicit arguments win. Global batch g of the epoch plan goes
     to rank g mod world_size, and a rank's batches to its workers round-robin, so ``DataLoader(loader,
@@ -362,7 +363,7 @@ class Loader(_Base):
         self._handed: Optional[int] = None  # rank_step of the last batch handed out by the stream
 
     def _init_epochs(self) -> None:
-        """Which epoch the next iteration runs (see :meth:`set_epoch`; gload/_accelerate.py): pickled with the Loader."""
+        """Which epoch the next iteration runs (see :meth:`set_epoch`; gload/_accelerate.py); pickled."""
         self._finished = False  # the epoch self.epoch ran to its end: a new iteration starts the next one
         self._epoch_pinned = False  # set_epoch chose the epoch since the last iteration started
         self._wrapper_epoch: Optional[int] = None  # the epoch the last accelerate wrapper iteration ran
@@ -998,7 +999,8 @@ def _public_caller(frame: Any) -> str:
         if frame is None:
             break
         name = frame.f_code.co_name
-        if isinstance(frame.f_locals.get("self"), Loader) and (name in ("__len__", "__iter__") or not name.startswith("_")):
+        public = name in ("__len__", "__iter__") or not name.startswith("_")
+        if public and isinstance(frame.f_locals.get("self"), Loader):
             return {"__len__": "len(loader)", "__iter__": "iter(loader)"}.get(name, f"loader.{name}()")
         frame = frame.f_back
     return ""

@@ -25,7 +25,8 @@ from conftest import PYCLIENT  # noqa: E402
 
 
 def _run(capsys, *argv):
-    spec = importlib.util.spec_from_file_location("run_clm_gload", PYCLIENT / "examples" / "run_clm_no_trainer_gload.py")
+    path = PYCLIENT / "examples" / "run_clm_no_trainer_gload.py"
+    spec = importlib.util.spec_from_file_location("run_clm_gload", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     capsys.readouterr()
@@ -39,20 +40,22 @@ def common(server, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield ["--max-length", "64", "--addr", server.addr, "--dataset", "small", "--num-train-epochs", "2", "--batch-size", "32"]
+    yield ["--max-length", "32", "--addr", server.addr, "--dataset", "small", "--num-train-epochs", "2",
+           "--batch-size", "32"]
     torch.set_num_threads(threads)
 
 
 def test_resume_from_steps_is_exact(common, tmp_path, capsys):
-    full = _run(capsys, *common, "--output-dir", str(tmp_path / "a"), "--checkpointing-steps", "1")
+    full = _run(capsys, *common, "--output-dir", str(tmp_path / "a"), "--checkpointing-steps", "2")
     n = len(full)
     assert sorted(full) == list(range(1, n + 1)) and n >= 20, n
     per_epoch = sum(1 for line in full.values() if " epoch 0 " in line)
     assert n == 2 * per_epoch
     assert len({line.split()[7] for line in full.values()}) > per_epoch, "epoch 1 must not repeat epoch 0's batches"
-    state = torch.load(tmp_path / "a" / "step_5" / "custom_checkpoint_0.pkl")
-    assert state["consumed"] == 5 and state["epoch"] == 0, f"saved state is not the batches trained: {state}"
-    for at in (per_epoch + 4, per_epoch):  # mid epoch 1, the last step of epoch 0
+    state = torch.load(tmp_path / "a" / "step_4" / "custom_checkpoint_0.pkl")
+    assert state["consumed"] == 4 and state["epoch"] == 0, f"saved state is not the batches trained: {state}"
+    # Mid epoch 1; and the last step of epoch 0 where that step is even (a step_N checkpoint exists).
+    for at in [per_epoch + 3 + per_epoch % 2] + ([per_epoch] if per_epoch % 2 == 0 else []):
         resumed = _run(capsys, *common, "--output-dir", str(tmp_path / f"r{at}"),
                        "--resume-from-checkpoint", str(tmp_path / "a" / f"step_{at}"))
         assert sorted(resumed) == list(range(at + 1, n + 1)), f"resumed from step_{at}: steps {sorted(resumed)}"
@@ -74,9 +77,9 @@ def test_prepare_loader_itself_resumes_exactly(common, tmp_path, capsys):
     """prepare(loader) returns the Loader as it is; after load_state its len() is the whole epoch (the script's
     arithmetic), and the script iterates it instead of calling skip_first_batches on it."""
     common = common + ["--prepare-loader"]
-    full = _run(capsys, *common, "--output-dir", str(tmp_path / "a"), "--checkpointing-steps", "1")
+    full = _run(capsys, *common, "--output-dir", str(tmp_path / "a"), "--checkpointing-steps", "2")
     n = len(full)
-    at = n // 2 + 3
+    at = n // 2 + 3 + (n // 2 + 3) % 2
     resumed = _run(capsys, *common, "--output-dir", str(tmp_path / "b"),
                    "--resume-from-checkpoint", str(tmp_path / "a" / f"step_{at}"))
     assert sorted(resumed) == list(range(at + 1, n + 1))

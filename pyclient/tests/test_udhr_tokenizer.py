@@ -33,4 +33,5 @@ def test_auto_tokenizer_loads_it_and_agrees_with_gload(datasets):
     assert len(stored) == len(texts) == 600
     for i, (text, ids) in enumerate(zip(texts, stored)):
         # gload tokenize writes the text's tokens only (no BOS from the post-processor unless asked).
-        assert tok(text, add_special_tokens=False).input_ids == ids, f"record {i}: transformers' ids differ from gload tokenize's"
+        got = tok(text, add_special_tokens=False).input_ids
+        assert got == ids, f"record {i}: transformers' ids differ from gload tokenize's"
