@@ -106,12 +106,13 @@ def iteration_skip(loader: Any, frame: Any) -> None:
         _absorb_skip(loader, w, loader.epoch)
 
 
-def loaded_by_accelerate(frame: Any, depth: int = 4) -> bool:
-    """Whether ``load_state_dict`` was called by accelerate's ``load_state`` (its checkpointing module)."""
+def loaded_by_accelerate(frame: Any, depth: int = 3) -> bool:
+    """Whether ``load_state_dict`` was called by accelerate's ``load_state`` (``frame``: its caller; accelerate's
+    ``load_custom_state`` lives in ``accelerate.checkpointing``)."""
     for _ in range(depth):
         if frame is None:
             return False
-        if str(frame.f_globals.get("__name__", "")).startswith("accelerate."):
+        if frame.f_globals.get("__name__") == "accelerate.checkpointing":
             return True
         frame = frame.f_back
     return False
