@@ -55,7 +55,7 @@ def test_resume_from_steps_is_exact(common, tmp_path, capsys):
     state = torch.load(tmp_path / "a" / "step_4" / "custom_checkpoint_0.pkl")
     assert state["consumed"] == 4 and state["epoch"] == 0, f"saved state is not the batches trained: {state}"
     # Mid epoch 1; and the last step of epoch 0 where that step is even (a step_N checkpoint exists).
-    for at in [per_epoch + 3 + per_epoch % 2] + ([per_epoch] if per_epoch % 2 == 0 else []):
+    for at in [per_epoch + 3 + (per_epoch + 3) % 2] + ([per_epoch] if per_epoch % 2 == 0 else []):
         resumed = _run(capsys, *common, "--output-dir", str(tmp_path / f"r{at}"),
                        "--resume-from-checkpoint", str(tmp_path / "a" / f"step_{at}"))
         assert sorted(resumed) == list(range(at + 1, n + 1)), f"resumed from step_{at}: steps {sorted(resumed)}"
