@@ -83,3 +83,19 @@ def test_collator_checks_its_input(sft_server):  # noqa: F811 - pytest fixture
         c([{"text": "x"}])
     with pytest.raises(ValueError, match="give pad_id"):
         gload.hf.SFTCollator()
+
+
+def test_example_runs(sft_server, tmp_path):  # noqa: F811 - pytest fixture
+    """examples/trl_sft.py as a user runs it: load_from_disk, AutoTokenizer, SFTTrainer with the collator."""
+    import importlib.util
+
+    from conftest import PYCLIENT
+
+    server, _ = sft_server
+    ds_dir = server.datasets["sft"]
+    spec = importlib.util.spec_from_file_location("trl_sft", PYCLIENT / "examples" / "trl_sft.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = mod.main(["--dataset", str(ds_dir), "--tokenizer", str(ds_dir.parent), "--out", str(tmp_path / "o"),
+                    "--steps", "2"])
+    assert res.global_step == 2 and 0 < res.training_loss < 20
