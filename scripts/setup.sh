@@ -81,7 +81,7 @@ if [[ ${SETUP_TEST:-0} == 1 ]]; then
 	if [[ ! -x .venv-oldest/bin/python ]]; then
 		/usr/bin/python3 -m venv --system-site-packages .venv-oldest
 	fi
-	if ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest, pytest_timeout, datasets, transformers, accelerate, torchdata' 2>/dev/null; then
+	if ! .venv-oldest/bin/python -c 'import grpc, google.protobuf, numpy, pytest, pytest_timeout, datasets, transformers, accelerate, torchdata, trl, rich' 2>/dev/null; then
 		step "pip install .ci/requirements-oldest*.txt into .venv-oldest (grpcio, protobuf, numpy, datasets, transformers, accelerate, torchdata)" \
 			pip_install .venv-oldest/bin/pip install -r .ci/requirements-oldest.txt
 		step "pip install --no-deps .ci/requirements-oldest-nodeps.txt into .venv-oldest" \

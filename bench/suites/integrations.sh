@@ -2,7 +2,9 @@
 # Issue 15 on the GPU machine (torch 2.11, transformers 5.x, accelerate 1.x there; CI has transformers 4.40 +
 # accelerate 0.30 on torch 1.13 only):
 #   1. pyclient/tests/test_hf.py, test_torchdata.py, test_batches.py against the installed transformers/accelerate and
-#      torchdata 0.11 (a pure-Python wheel from build/devrun/whl; torch 2.x is what it declares);
+#      torchdata 0.11 (a pure-Python wheel from build/devrun/whl; torch 2.x is what it declares); and issue 37's:
+#      test_example_accelerate_prepared.py (accelerate 1.x's prepared DataLoader, DataLoaderDispatcher by default
+#      there), test_epochs.py, test_examples.py (nanoGPT), test_udhr_tokenizer.py, test_trl.py (skips without trl);
 #   2. examples/hf_trainer.py on the GPU (GloadTrainer, 200 steps, checkpoint at 100, then resumed from it), the
 #      loader states of both checkpoints printed;
 #   3. with N >= 2 GPUs, the same example under torchrun --nproc-per-node N (each rank's Loader takes its rank).
@@ -16,7 +18,9 @@ fi
 python3 -c 'import torch, transformers, accelerate; print("torch", torch.__version__, "transformers", transformers.__version__, "accelerate", accelerate.__version__, "cuda", torch.cuda.is_available())'
 python3 -c 'import torchdata; print("torchdata", torchdata.__version__)' 2>&1 | tail -1
 echo "== 1. tests"
-(cd pyclient && GLOAD_BIN=$PWD/../$G python3 -m pytest -q -rs -p no:cacheprovider tests/test_hf.py tests/test_torchdata.py tests/test_batches.py 2>&1 | tee "$OUT/integrations_pytest.log" | tail -15)
+(cd pyclient && GLOAD_BIN=$PWD/../$G python3 -m pytest -q -rs -p no:cacheprovider tests/test_hf.py tests/test_torchdata.py tests/test_batches.py \
+	tests/test_example_accelerate_prepared.py tests/test_epochs.py tests/test_examples.py tests/test_udhr_tokenizer.py \
+	tests/test_trl.py 2>&1 | tee "$OUT/integrations_pytest.log" | tail -15)
 $G tokenize --quiet --tokenizer examples/udhr/tokenizer.json --out "$W/data" examples/udhr/corpus.jsonl.gz
 ADDR="unix://$W/gload.sock"
 $G serve --dataset udhr="$W/data" --listen "$ADDR" --log-level warn 2> "$OUT/integrations_serve.log" &

@@ -7,10 +7,10 @@ iterated as it is, and the loader's state saved and restored with the checkpoint
     accelerate launch train_accelerate.py --addr unix:///tmp/gload.sock --dataset wiki --ckpt /tmp/acc [--steps N]
     (or plain python3 on one process; each process's Loader takes its rank from the launcher's RANK/WORLD_SIZE)
 
-Why the dataloader is not prepared: accelerate's DataLoader wrapper re-shards the batches across processes and reads
-one batch ahead — gload already shards by rank, batches and pads on the server, and the read-ahead would leave
-loader.state_dict() one batch past what was trained on, so a resume would skip a batch. Batches are moved to
-accelerator.device here instead. With --ckpt, accelerator.save_state(--ckpt) every --save-every steps and at the end
+Why the dataloader is not prepared here: accelerate's DataLoader wrapper re-shards an IterableDataset's batches across
+processes, and gload already shards by rank (batches and pads on the server), so this loop works on any number of
+processes. Batches are moved to accelerator.device here instead. On one process, preparing DataLoader(loader,
+batch_size=None) works too and resumes exactly: run_clm_no_trainer_gload.py. With --ckpt, accelerator.save_state(--ckpt) every --save-every steps and at the end
 writes model, optimizer, RNG and the loader's state; a later run with the same --ckpt loads them and continues.
 """
 import argparse

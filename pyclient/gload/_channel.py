@@ -131,6 +131,7 @@ class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
 
 _FORK_SAFE_GRPC = (1, 85)
 _started_in_pid: Optional[int] = None  # the process that opened a channel through open_channel
+_started_by = ""  # what opened that process's first channel (e.g. "len(loader)"), for the child's error
 _forked_from_grpc = False  # this process is a fork child of one that had started gRPC
 
 
@@ -159,25 +160,31 @@ def check_fork_safe(what: str = "gload") -> None:
         raise ForkUnsafe(
             f"{what}: this process (pid {os.getpid()}) was forked from one that had already talked to a gload server, "
             f"and grpcio {grpc.__version__} cannot be used after such a fork (it aborts or hangs in the child; "
-            f"grpcio >= {'.'.join(map(str, _FORK_SAFE_GRPC))} can). Use DataLoader(..., "
-            "multiprocessing_context='spawn' or 'forkserver'), upgrade grpcio, or do not use the Loader in the "
-            "parent before its workers start")
+            f"grpcio >= {'.'.join(map(str, _FORK_SAFE_GRPC))} can). "
+            + (f"The parent first talked to it in {_started_by}; " if _started_by else "")
+            + "len(loader), shapes(), plan(), progress(), datasets(), state_dict(batches=n) and iterating all do. "
+            "Use DataLoader(..., multiprocessing_context='spawn' or 'forkserver'), upgrade grpcio, or do not use "
+            "the Loader in the parent before its workers start")
 
 
-def open_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = ()) -> grpc.Channel:
+def open_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = (),
+                 by: str = "") -> grpc.Channel:
     """A plaintext channel to ``target`` that sends ``token`` (None: no token) with every call, once the server was
-    checked (:func:`open_checked_channel`)."""
-    return open_checked_channel(target, token, options)[0]
+    checked (:func:`open_checked_channel`; ``by``: what needs it, named to a fork child that may not use gRPC)."""
+    return open_checked_channel(target, token, options, by=by)[0]
 
 
 def open_checked_channel(target: str, token: Optional[str], options: Sequence[Tuple[str, Any]] = (),
-                         trust: Optional[Trust] = None) -> Tuple[grpc.Channel, Peer]:
+                         trust: Optional[Trust] = None, by: str = "") -> Tuple[grpc.Channel, Peer]:
     """(channel, server): :func:`gload._peercred.check_server` first (UntrustedServer for another user's server or a
     socket path another user can change; nothing is sent to it), then a plaintext channel to ``target`` that sends
-    ``token`` (None: no token) with every call. ``server`` is who runs it (uid -1 if not known yet)."""
-    global _started_in_pid
+    ``token`` (None: no token) with every call. ``server`` is who runs it (uid -1 if not known yet). ``by`` names
+    what needs the channel, for the error a fork child that may not use gRPC gets."""
+    global _started_in_pid, _started_by
     check_fork_safe(f"channel to {target}")
     peer = check_server(target, trust)
+    if _started_in_pid != os.getpid() or (by and not _started_by):
+        _started_by = by
     _started_in_pid = os.getpid()
     ch = grpc.insecure_channel(target, options=list(options))
     if token:

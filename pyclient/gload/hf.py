@@ -20,15 +20,23 @@ What it does, and why:
   ``dataloader_num_workers`` > 0 (gload prefetches on a thread; workers would hide the consumed position),
   ``per_device_train_batch_size`` under the token-budget policy (batches have no fixed row count).
 - Every checkpoint gets ``gload_state.json`` (the loader's resume state, global and small: the same on every rank);
-  ``train(resume_from_checkpoint=...)`` loads it, and sets ``ignore_data_skip`` so the Trainer does not replay the
-  epoch to skip batches: the batches after the resume are those an uninterrupted run trains on next.
+  ``train(resume_from_checkpoint=...)`` loads it, and the Trainer runs with ``ignore_data_skip`` (set on its own
+  copy of the ``TrainingArguments``; the object passed in is not changed) so it does not replay the epoch to skip
+  batches: the batches after the resume are those an uninterrupted run trains on next. The DataLoader it iterates
+  has a ``torch.Generator`` of its own, so making its iterator draws nothing from torch's global RNG, which the
+  Trainer restored from the checkpoint just before: with dropout on, the losses after a resume are those of the
+  uninterrupted run too.
 - The epoch the Trainer is in goes to ``loader.set_epoch``.
+
+For a gload SFT dataset read with ``datasets.load_from_disk`` by another trainer (TRL's ``SFTTrainer``, a plain
+``Trainer``): :class:`SFTCollator` pads it as the server would (input_ids with the recorded pad id, labels with -100).
 
 ``import gload.hf`` is light: transformers is imported when ``GloadTrainer`` is first used.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from typing import Any, Dict, List, Optional
@@ -37,7 +45,112 @@ from .loader import Loader
 
 STATE_FILE = "gload_state.json"
 
-__all__ = ["GloadTrainer", "STATE_FILE", "check_args", "load_state", "save_state"]
+__all__ = ["GloadTrainer", "SFTCollator", "STATE_FILE", "check_args", "load_state", "save_state", "stored_pad_id"]
+
+# Bounds on what a collator pads: a row longer than this, or a batch holding more tokens, is an error naming it.
+_MAX_ROW_TOKENS = 1 << 24
+_MAX_BATCH_TOKENS = 1 << 30
+
+
+def _dataset_dir(dataset: Any) -> str:
+    """The directory of a dataset given as a path or as a ``datasets.Dataset`` opened with ``load_from_disk``."""
+    if isinstance(dataset, (str, os.PathLike)):
+        return os.fspath(dataset)
+    files = getattr(dataset, "cache_files", None) or []
+    if files and isinstance(files[0], dict) and files[0].get("filename"):
+        return os.path.dirname(files[0]["filename"])
+    raise ValueError(f"stored_pad_id: want a dataset directory or a datasets.Dataset opened with load_from_disk, got "
+                     f"{type(dataset).__name__} (an in-memory dataset has no directory: pass pad_id)")
+
+
+def stored_pad_id(dataset: Any) -> Optional[int]:
+    """The pad token id ``gload tokenize`` recorded in a dataset (``dataset_info.json``, key ``gload``: the
+    tokenizer's pad token, else its eos token, else the ``--pad-id`` given); None when it recorded none (a dataset
+    Hugging Face wrote). ``dataset``: the directory, or the ``datasets.Dataset`` ``load_from_disk`` opened from it."""
+    path = os.path.join(_dataset_dir(dataset), "dataset_info.json")
+    with open(path, encoding="utf-8") as f:
+        info = json.load(f)
+    g = info.get("gload") if isinstance(info, dict) else None
+    if not isinstance(g, dict) or not g.get("pad_from"):
+        return None
+    pad = g.get("pad_token_id")
+    if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
+        raise ValueError(f"{path}: gload.pad_token_id is {pad!r}: want a token id")
+    return pad
+
+
+class SFTCollator:
+    """Pads rows of a gload dataset read with ``datasets.load_from_disk`` (TRL's ``SFTTrainer``, a plain
+    ``Trainer``, any DataLoader) the way gload's server pads its batches: ``input_ids`` with the pad id, ``labels``
+    — the stored SFT labels, or ``input_ids`` where the dataset has none — with ``ignore_index`` (-100) at padding,
+    ``attention_mask`` 1 on real tokens. Stored labels are kept as they are: a -100 the dataset holds stays -100, and
+    no token is masked for being equal to the pad id (so with pad = eos every turn's end stays trained, unlike
+    DataCollatorForLanguageModeling).
+
+        ds = datasets.load_from_disk(sft_dir)
+        trainer = SFTTrainer(model, args=cfg, train_dataset=ds, data_collator=gload.hf.SFTCollator(dataset=ds))
+
+    ``pad_id`` None takes the pad id recorded in ``dataset`` (see :func:`stored_pad_id`); ``pad_multiple`` pads
+    lengths up to a multiple (1: the longest row). Returns torch tensors (int64), numpy arrays with
+    ``return_tensors="np"``. Other columns are dropped.
+    """
+
+    def __init__(self, pad_id: Optional[int] = None, *, dataset: Any = None, pad_multiple: int = 1,
+                 ignore_index: int = -100, return_tensors: str = "pt") -> None:
+        if pad_id is None:
+            if dataset is None:
+                raise ValueError("SFTCollator: give pad_id, or the dataset (its directory or the datasets.Dataset "
+                                 "load_from_disk opened) whose recorded pad id to use")
+            pad_id = stored_pad_id(dataset)
+            if pad_id is None:
+                raise ValueError(f"SFTCollator: {_dataset_dir(dataset)} records no pad token (not written by gload "
+                                 "tokenize): give pad_id")
+        if isinstance(pad_id, bool) or not isinstance(pad_id, int) or pad_id < 0:
+            raise ValueError(f"SFTCollator: pad_id {pad_id!r}: want a token id")
+        if isinstance(pad_multiple, bool) or not isinstance(pad_multiple, int) or pad_multiple < 1:
+            raise ValueError(f"SFTCollator: pad_multiple {pad_multiple!r}: want an integer >= 1")
+        if return_tensors not in ("pt", "np"):
+            raise ValueError(f"SFTCollator: return_tensors {return_tensors!r}: want 'pt' or 'np'")
+        self.pad_id, self.pad_multiple, self.ignore_index = pad_id, pad_multiple, int(ignore_index)
+        self.return_tensors = return_tensors
+
+    def __call__(self, features: List[Any]) -> Dict[str, Any]:
+        import numpy as np
+
+        if not features:
+            raise ValueError("SFTCollator: an empty batch")
+        rows = []
+        for i, f in enumerate(features):
+            ids = f.get("input_ids") if hasattr(f, "get") else None
+            if ids is None:
+                raise ValueError(f"SFTCollator: row {i} of the batch has no input_ids (columns: {sorted(f)})")
+            ids = np.asarray(ids)
+            labels = f.get("labels")
+            labels = ids if labels is None else np.asarray(labels)
+            if ids.ndim != 1 or labels.ndim != 1 or len(ids) != len(labels):
+                raise ValueError(f"SFTCollator: row {i}: input_ids {ids.shape} and labels {labels.shape} must be "
+                                 "token lists of one length")
+            if len(ids) > _MAX_ROW_TOKENS:
+                raise ValueError(f"SFTCollator: row {i} has {len(ids)} tokens (more than {_MAX_ROW_TOKENS})")
+            rows.append((ids, labels))
+        longest = max(len(ids) for ids, _ in rows)
+        length = -(-longest // self.pad_multiple) * self.pad_multiple
+        if length * len(rows) > _MAX_BATCH_TOKENS:
+            raise ValueError(f"SFTCollator: {len(rows)} rows of {length} tokens is more than {_MAX_BATCH_TOKENS}")
+        input_ids = np.full((len(rows), length), self.pad_id, np.int64)
+        labels = np.full((len(rows), length), self.ignore_index, np.int64)
+        mask = np.zeros((len(rows), length), np.int64)
+        for r, (ids, lab) in enumerate(rows):
+            n = len(ids)
+            input_ids[r, :n] = ids
+            labels[r, :n] = lab
+            mask[r, :n] = 1
+        out = {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
+        if self.return_tensors == "pt":
+            import torch
+
+            out = {k: torch.from_numpy(v) for k, v in out.items()}
+        return out
 
 
 def save_state(loader: Loader, checkpoint_dir: str) -> str:
@@ -152,7 +265,11 @@ def _build() -> type:
         read-ahead), ``set_epoch`` forwarded, ``len`` the whole epoch (the Trainer's epoch arithmetic assumes it)."""
 
         def __init__(self, loader: Loader, pin_memory: bool) -> None:
-            super().__init__(loader, batch_size=None, num_workers=0, pin_memory=pin_memory)
+            # A generator of its own: torch's DataLoader otherwise draws a seed from torch's global RNG for every
+            # iterator it makes, and on a resume the Trainer restores the checkpoint's RNG *before* it makes the
+            # iterator (ignore_data_skip), so dropout after the resume would differ from the uninterrupted run's.
+            super().__init__(loader, batch_size=None, num_workers=0, pin_memory=pin_memory,
+                             generator=torch.Generator())
             self.loader = loader
 
         def set_epoch(self, epoch: int) -> None:
@@ -181,11 +298,19 @@ def _build() -> type:
                                 f"{type(train_dataset).__name__}; for other datasets use transformers.Trainer")
             targs = kwargs.get("args", args[1] if len(args) > 1 else None)
             take = None if targs is None else check_args(train_dataset, targs)  # before Trainer's own checks
+            if targs is not None:
+                # The loader resumes itself: the Trainer must not replay the epoch to skip the batches trained on.
+                # Set on a copy: the caller's TrainingArguments stay as they were given.
+                targs = copy.copy(targs)
+                targs.ignore_data_skip = True
+                if "args" in kwargs or len(args) <= 1:
+                    kwargs["args"] = targs
+                else:
+                    args = args[:1] + (targs,) + args[2:]
             super().__init__(*args, train_dataset=train_dataset, **kwargs)
             self.gload_loader = train_dataset
             _configure(train_dataset, check_args(train_dataset, self.args) if take is None else take)
-            # The loader resumes itself: the Trainer must not replay the epoch to skip the batches trained on.
-            self.args.ignore_data_skip = True
+            self.args.ignore_data_skip = True  # (the Trainer's own default arguments when none were given)
             self.add_callback(_SaveState(self))
 
         def get_train_dataloader(self) -> torch.utils.data.DataLoader:

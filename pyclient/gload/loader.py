@@ -23,7 +23,8 @@ from ._channel import auth_token as _auth_token
 from ._channel import grpc_fork_safe, open_channel, open_checked_channel, resolve  # noqa: F401 - grpc_fork_safe for users and tests
 from ._peercred import UNKNOWN, check_server
 from ._channel import read_token_file
-from . import _keys
+from . import _accelerate, _keys
+from . import torchdata as _torchdata
 from ._convert import Converter
 from ._proto import gload_pb2 as pb
 from ._proto import gload_pb2_grpc as pb_grpc
@@ -131,7 +132,8 @@ class Loader(_Base):
     exactly once, still sharded across ranks (global batch g to rank g mod world_size) — so ranks may get one batch
     more than others: do not run a collective per batch over such a pass (gather at the end instead).
 
-    One ``for`` loop is one epoch (``epoch``, or the one :meth:`set_epoch` picked). ``rank``/``world_size`` default
+    One ``for`` loop is one epoch (``epoch``, or the one :meth:`set_epoch` picked; without set_epoch a loop after one
+    that ran its epoch to the end runs the next epoch). ``rank``/``world_size`` default
     to torch.distributed's when it is initialised (else 0/1), ``worker``/``num_workers`` to the DataLoader worker's
     (``torch.utils.data.get_worker_info()``; else 0/1); explicit arguments win. Global batch g of the epoch plan goes
     to rank g mod world_size, and a rank's batches to its workers round-robin, so ``DataLoader(loader,
@@ -332,6 +334,7 @@ class Loader(_Base):
         # Where the stream of the object this one was copied from (pickle, fork) stood: next() continues there.
         self._resume_point: Optional[State] = None
         self._exhausted = False
+        self._init_epochs()
         self._init_runtime()
         self._reset_position()
         _live.add(self)
@@ -384,6 +387,15 @@ class Loader(_Base):
         self._worker_index = 0
         self._base_consumed = 0  # the global consumed count when the stream opened
         self._handed: Optional[int] = None  # rank_step of the last batch handed out by the stream
+
+    def _init_epochs(self) -> None:
+        """Which epoch the next iteration runs (see :meth:`set_epoch`; gload/_accelerate.py); pickled."""
+        self._finished = False  # the epoch self.epoch ran to its end: a new iteration starts the next one
+        self._epoch_pinned = False  # set_epoch chose the epoch since the last iteration started
+        self._wrapper_epoch: Optional[int] = None  # the epoch the last accelerate wrapper iteration ran
+        self._wrapper_ready = False  # an accelerate wrapper just chose this iteration's epoch and position
+        self._lookahead = 0  # batches the consumer of this iteration reads ahead of what it hands on (accelerate: 1)
+        self._acc_loaded = False  # the state was loaded by accelerate's load_state: len() is the whole epoch
 
     def _copied_position(self) -> Optional[State]:
         """The position a copy of this object continues from: the live stream's state, if one is open."""
@@ -459,7 +471,8 @@ class Loader(_Base):
     def _api(self) -> pb_grpc.LoaderStub:
         self._forked()
         if self._stub is None:
-            self._channel, self._server = open_checked_channel(self._target, self._auth_token, options=[
+            by = _public_caller(sys._getframe(1))
+            self._channel, self._server = open_checked_channel(self._target, self._auth_token, by=by, options=[
                 # Never share a connection with another channel of this process.
                 ("grpc.use_local_subchannel_pool", 1),
                 ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
@@ -637,10 +650,24 @@ class Loader(_Base):
 
     def __iter__(self) -> "Epoch":
         """Starts an epoch (from its beginning, or from the state given to :meth:`load_state_dict`) and returns its
-        iterator. Iterating the loader again starts the epoch again; iterating the returned iterator again goes
-        on where it stands."""
+        iterator; iterating the returned iterator again goes on where it stands. Which epoch: the one
+        :meth:`set_epoch` picked, else the next one when the last iteration ran its epoch to the end (or the loaded
+        state stood at its epoch's end), else the current one again (an iteration left before its end starts that
+        epoch again)."""
         self._forked()
         self._resume_point = None
+        if self._wrapper_ready:  # accelerate's wrapper chose the epoch and position just now (set_epoch)
+            self._wrapper_ready = False
+            self._lookahead = 1
+        else:
+            self._lookahead = 0
+            if self._finished:
+                self._advance_epoch()
+            elif (self._pending is not None and not self._epoch_pinned and self._pending["epoch"] == self.epoch
+                  and self._left_after_pending() == 0):
+                self._advance_epoch()
+        self._epoch_pinned = False
+        _accelerate.iteration_skip(self, sys._getframe(1))
         self._start(self.connect_timeout)
         self._stats.reset_step_clock()
         return Epoch(self)
@@ -691,6 +718,7 @@ class Loader(_Base):
         if r is None:
             self._close_stream()
             self._exhausted = True
+            self._finished = True
             raise StopIteration
         return self._hand_out(stream, r, t0, step)
 
@@ -743,18 +771,44 @@ class Loader(_Base):
 
     # -- epochs and state ------------------------------------------------------------------------------------------
 
-    def set_epoch(self, epoch: int) -> None:
-        """Picks the epoch the next ``for`` loop runs (as DistributedSampler.set_epoch). A state loaded for that
-        epoch is kept, so loading a state and then calling set_epoch(state epoch) resumes where it stopped."""
+    def _advance_epoch(self) -> None:
+        """The next iteration runs the epoch after this one, from its beginning."""
+        self._pick_epoch(self.epoch + 1)
+
+    def _left_after_pending(self) -> int:
+        """This rank's batches left in the epoch after the loaded state."""
+        rank, world, _, _ = self._consumer()
+        resume, _ = self._resume_for((rank, world, 0, 1))
+        return int(self._plan(worker=0, workers=1, resume=resume).batches)
+
+    def _pick_epoch(self, epoch: int) -> None:
+        """The next iteration runs ``epoch`` (from a state loaded for it, else from its beginning)."""
+        epoch = int(epoch)
         if self._pending is not None and self._pending["epoch"] != epoch:
             self._pending = None
-        if epoch != self.epoch:
+        if epoch != self.epoch or self._finished:
             self._close_stream()
             self._opened = None
             self._handed = None
             self._resume_point = None
-        self.epoch = int(epoch)
+        self.epoch = epoch
         self._exhausted = False
+        self._finished = False
+
+    def set_epoch(self, epoch: int) -> None:
+        """Picks the epoch the next ``for`` loop runs (as DistributedSampler.set_epoch). A state loaded for that
+        epoch is kept, so loading a state and then calling set_epoch(state epoch) resumes where it stopped.
+
+        Without it, a new ``for`` loop after one that ran its epoch to the end runs the next epoch (as Mosaic
+        streaming does); set_epoch always wins, even set_epoch of the epoch just finished (which runs it again).
+        Called by accelerate's prepared DataLoader at the start of each of its iterations (with its own count of
+        iterations), it is read as "a new iteration starts": see gload/_accelerate.py."""
+        if _accelerate.wrapper_set_epoch(self, sys._getframe(1), epoch):
+            return
+        if int(epoch) < 0:
+            raise ValueError(f"set_epoch: want an epoch >= 0, got {epoch!r}")
+        self._pick_epoch(int(epoch))
+        self._epoch_pinned = True
 
     def state_dict(self, batches: Optional[int] = None) -> State:
         """The resume state after the last batch this object handed out (not the read-ahead): global and small,
@@ -777,10 +831,13 @@ class Loader(_Base):
             return self._state_after(0)
         start = o.start
         world, workers, worker = max(o.world_size, 1), max(o.num_workers, 1), self._worker_index
-        if self._handed is None:
+        k = self._handed
+        if k is not None and self._lookahead and not self._exhausted and workers == 1:
+            # The consumer (accelerate's wrapper) holds the last batch handed out and has not passed it on yet.
+            k = k - self._lookahead if k >= self._lookahead else None
+        if k is None:
             consumed, resume_at = self._base_consumed, start.consumed
         else:
-            k = self._handed
             consumed = start.consumed + (k + 1) * world
             resume_at = start.consumed + (k + workers - worker) * world
         return {
@@ -824,6 +881,8 @@ class Loader(_Base):
         self._handed = None
         self._resume_point = None
         self._exhausted = False
+        self._init_epochs()
+        self._acc_loaded = _accelerate.loaded_by_accelerate(sys._getframe(1))
         self.epoch = st["epoch"]
         self._pending = st
 
@@ -859,10 +918,35 @@ class Loader(_Base):
         return {"batches": p.batches, "global_batches": p.global_batches,
                 "shapes": [(s.rows, s.length) for s in p.shapes], "padding_share": p.padding_share}
 
+    @property
+    def sampler(self) -> Any:
+        """(Not a DataLoader: no sampler.) Raises AttributeError saying what to do, for code that takes the Loader for
+        a DataLoader, such as accelerate's ``skip_first_batches(loader, n)`` after ``prepare(loader)``."""
+        raise AttributeError(
+            "gload.Loader is a dataset that batches itself, not a DataLoader: it has no sampler. It resumes from its "
+            "own state (load_state_dict, or accelerator.register_for_checkpointing(loader)), so nothing has to skip "
+            "batches: iterate the loader itself instead of skip_first_batches(loader, n), or pass "
+            "DataLoader(loader, batch_size=None) to accelerator.prepare, whose skip_first_batches gload takes as a "
+            "no-op")
+
     def __len__(self) -> int:
         """Batches this rank has left in the epoch (all its workers together): the whole epoch, or, after
         :meth:`load_state_dict`, what is left after the loaded state — what ``len(DataLoader(loader))`` and
-        torchdata's StatefulDataLoader report after a resume. :meth:`epoch_batches` is the whole epoch."""
+        torchdata's StatefulDataLoader report after a resume (after the StatefulDataLoader's own
+        ``load_state_dict`` too, until its next iteration starts). :meth:`epoch_batches` is the whole epoch.
+
+        Asked by accelerate's prepared DataLoader (``len(train_dataloader)``), or after a state loaded by
+        accelerate's ``load_state``, it is the whole epoch: scripts written for accelerate compute the epoch and the batches to skip from it after ``load_state``, and gload takes their
+        ``skip_first_batches`` as the position it already holds (gload/_accelerate.py)."""
+        caller = sys._getframe(1)
+        if self._acc_loaded or _accelerate.wrapper_of(self, caller, depth=4) is not None:
+            return self.epoch_batches()
+        held = _torchdata.pending_state(self, caller)
+        if held is not None and int(held["epoch"]) == self.epoch:  # a StatefulDataLoader's own load_state_dict
+            return int(self._plan(worker=0, workers=1, resume=pb.ResumeState(
+                fingerprint=held["fingerprint"], seed=int(held["seed"]), epoch=int(held["epoch"]),
+                policy_hash=held["policy_hash"], consumed=int(held["consumed"]),
+                plan_world=int(held["plan_world"]))).batches)
         rank, world, _, _ = self._consumer()
         resume, _ = self._resume_for((rank, world, 0, 1))
         return int(self._plan(worker=0, workers=1, resume=resume).batches)
@@ -1001,6 +1085,19 @@ class Epoch(Iterator[Dict[str, Any]]):
             self._checked = True
             _refuse_auto_batching(sys._getframe(1))
         return self.loader.next()
+
+
+def _public_caller(frame: Any) -> str:
+    """The Loader method the user called that led to ``frame`` (e.g. "len(loader)", "loader.shapes()")."""
+    for _ in range(8):
+        if frame is None:
+            break
+        name = frame.f_code.co_name
+        public = name in ("__len__", "__iter__") or not name.startswith("_")
+        if public and isinstance(frame.f_locals.get("self"), Loader):
+            return {"__len__": "len(loader)", "__iter__": "iter(loader)"}.get(name, f"loader.{name}()")
+        frame = frame.f_back
+    return ""
 
 
 def _refuse_auto_batching(caller: Any) -> None:

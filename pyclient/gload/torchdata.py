@@ -16,9 +16,30 @@ process handed out. Nothing here imports torchdata.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 __all__ = ["loader_state", "worker_states"]
+
+
+def pending_state(loader: Any, frame: Any, depth: int = 3) -> Optional[Dict[str, Any]]:
+    """The Loader state a torchdata StatefulDataLoader over ``loader`` (``self`` of ``frame`` or of the frames above
+    it, up to ``depth``) holds from its own ``load_state_dict`` and has not started from yet; None if there is none.
+    It lets ``len(dl)`` after ``dl.load_state_dict(saved)`` be what is left, as after ``loader.load_state_dict``."""
+    for _ in range(depth):
+        if frame is None:
+            return None
+        obj = frame.f_locals.get("self")
+        if (obj is not None and obj is not loader and type(obj).__module__.startswith("torchdata.")
+                and getattr(obj, "dataset", None) is loader):
+            pending = getattr(obj, "next_iter_state", None)
+            if not pending:
+                return None
+            try:
+                return loader_state(pending)
+            except ValueError:  # saved before any batch was handed out: the whole epoch is left
+                return None
+        frame = frame.f_back
+    return None
 
 _MARK = ("fingerprint", "policy_hash", "consumed", "epoch", "seed")
 

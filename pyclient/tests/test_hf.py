@@ -50,9 +50,13 @@ def recording_trainer(**kw):
     class Recording(gload.hf.GloadTrainer):
         def compute_loss(self, model, inputs, *a, **k):
             seen.append(inputs["input_ids"].detach().cpu().clone())
-            return super().compute_loss(model, inputs, *a, **k)
+            out = super().compute_loss(model, inputs, *a, **k)
+            self.losses.append(float((out[0] if isinstance(out, tuple) else out).detach()))
+            return out
 
-    return Recording(**kw), seen
+    tr = Recording(**kw)
+    tr.losses = []
+    return tr, seen
 
 
 def loader(server, **kw):
@@ -74,12 +78,18 @@ def test_resume_mid_epoch_is_exact(server, tmp_path):
     assert state["epoch"] == 0 and state["consumed"] == 7
 
     l2 = loader(server)
-    tr2, resumed = recording_trainer(model=tiny_model(), args=args(tmp_path / "a"), train_dataset=l2)
+    targs = args(tmp_path / "a")
+    tr2, resumed = recording_trainer(model=tiny_model(), args=targs, train_dataset=l2)
+    assert targs.ignore_data_skip is False, "GloadTrainer changed the caller's TrainingArguments"
+    assert tr2.args.ignore_data_skip is True
     tr2.train(resume_from_checkpoint=str(ckpt))
     assert len(resumed) == 7
     for i, (a, b) in enumerate(zip(full[7:], resumed)):
         assert torch.equal(a, b), f"step {8 + i}: the resumed run trained on another batch"
     assert l2.epoch == 1  # the Trainer's epoch reached the loader
+    # GPT-2's dropout (0.1) is on: the losses after the resume are the uninterrupted run's, bit for bit.
+    assert tr.model.config.resid_pdrop > 0
+    assert tr2.losses == tr.losses[7:], "the losses after the resume differ from the uninterrupted run's"
 
 
 def test_arguments_refused_by_name(server, tmp_path):

@@ -229,7 +229,9 @@ def test_epochs_and_seeds(server):
     l = make(server, "grpc", batch_size=8)
     l.set_epoch(1)
     assert rows_of(epoch(l)) == order(epoch=1)
-    assert rows_of(epoch(l)) == order(epoch=1), "a second loop runs the same epoch again"
+    assert rows_of(epoch(l)) == order(epoch=2), "a second loop after a finished one runs the next epoch"
+    l.set_epoch(1)
+    assert rows_of(epoch(l)) == order(epoch=1), "set_epoch of an epoch already run runs it again"
     l.close()
 
 

@@ -94,6 +94,9 @@ def test_dataloader_after_parent_used_grpc(server, ctx):
         with pytest.raises(Exception, match="cannot be used after such a fork") as e:
             list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork"))
         assert "multiprocessing_context='spawn' or 'forkserver'" in str(e.value)
+        # (the first call of this test session that talked to a server: len(loader) when this test runs alone)
+        assert "The parent first talked to it in " in str(e.value), "the error names the call that counted"
+        assert "len(loader), shapes()" in str(e.value), "the error says that metadata calls count"
         ds.close()
         return
     n = len(ds)

@@ -46,6 +46,7 @@ def test_resume_with_other_worker_counts(server, datasets, before, after):
     if before == after:
         dl2 = sdl(l2, after)
         dl2.load_state_dict(saved)  # torchdata's own path
+        assert len(dl2) == l2.epoch_batches() - 11, "len after torchdata's load_state_dict: what is left"
     else:
         l2.load_state_dict(loader_state(saved))
         dl2 = sdl(l2, after)
