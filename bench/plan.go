@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	planner "github.com/gload/gload/bucket"
+)
+
+// PlanConfig is one `gload bench plan` measurement: an epoch plan over Rows synthetic lengths ([planner.Synthetic]
+// with seed LengthSeed), planned as the server plans it.
+type PlanConfig struct {
+	Rows        int64
+	Policy      planner.Policy
+	BatchSize   int
+	TokenBudget int // tokens only
+	SeqLen      int // packed only
+	SplitDocs   bool
+	Seed        uint64
+	Epoch       int
+	World       int // the plan's PlanWorld (the warm-up layout)
+	LengthSeed  uint64
+	Samples     int // batches timed after the first (0: 1000)
+}
+
+// PlanResult is the JSON line of `gload bench plan`. Times are wall-clock; PeakRSSBytes is the process's VmHWM, so
+// it covers the lengths array (the server holds the index's lengths the same way) and everything planning
+// allocated.
+type PlanResult struct {
+	Rows        int64   `json:"rows"`
+	Policy      string  `json:"policy"`
+	Planner     string  `json:"planner"`
+	Batches     int     `json:"batches"`
+	LengthsS    float64 `json:"lengths_s"`     // making the lengths array (not part of planning)
+	FirstBatchS float64 `json:"first_batch_s"` // plan + build batch 0
+	BatchUSMean float64 `json:"batch_us_mean"` // per further batch, sampled across the epoch
+	BatchUSP99  float64 `json:"batch_us_p99"`  //
+	Sampled     int     `json:"sampled"`       // batches timed
+	PeakRSSMB   float64 `json:"peak_rss_mb"`   // VmHWM of this process
+	GoMaxProcs  int     `json:"gomaxprocs"`    //
+	PlanHash    string  `json:"plan_hash,omitempty"`
+}
+
+// PlanBench plans one epoch and times it (see [PlanResult]). It allocates the lengths array of today's planner (4
+// bytes per row) with all CPUs.
+func PlanBench(c PlanConfig) (PlanResult, error) {
+	if c.Rows < 1 {
+		return PlanResult{}, fmt.Errorf("rows must be >= 1, got %d", c.Rows)
+	}
+	if c.Samples == 0 {
+		c.Samples = 1000
+	}
+	if c.Samples < 0 {
+		return PlanResult{}, fmt.Errorf("samples must be >= 0, got %d", c.Samples)
+	}
+	cfg := planner.DefaultConfig()
+	cfg.Policy = c.Policy
+	cfg.BatchSize = c.BatchSize
+	cfg.TokenBudget = c.TokenBudget
+	cfg.SeqLen = c.SeqLen
+	cfg.SplitDocs = c.SplitDocs
+	cfg.PlanWorld = max(c.World, 1)
+	syn := planner.Synthetic{Rows: c.Rows, Seed: c.LengthSeed}
+	res := PlanResult{Rows: c.Rows, Policy: string(c.Policy), Planner: "exact", GoMaxProcs: runtime.GOMAXPROCS(0)}
+	fp := "bench/synthetic/" + strconv.FormatUint(c.LengthSeed, 10) + "/" + strconv.FormatInt(c.Rows, 10)
+
+	if c.Rows > math.MaxInt32 {
+		return res, fmt.Errorf("plan %d rows: %w (at most %d rows)", c.Rows, planner.ErrTooLarge, math.MaxInt32)
+	}
+	t0 := time.Now()
+	lengths := make([]uint32, c.Rows)
+	fillParallel(syn, lengths)
+	res.LengthsS = time.Since(t0).Seconds()
+
+	t0 = time.Now()
+	p, err := planner.NewPlan(lengths, fp, c.Seed, c.Epoch, cfg)
+	if err != nil {
+		return res, err
+	}
+	var plan batcher = p
+	if plan.Len() > 0 {
+		_ = plan.Batch(0)
+	}
+	res.FirstBatchS = time.Since(t0).Seconds()
+	res.Batches = plan.Len()
+	timeBatches(plan, c.Samples, &res)
+	res.PeakRSSMB = peakRSSMB()
+	runtime.KeepAlive(lengths)
+	return res, nil
+}
+
+// batcher is what PlanBench times: a plan's batch count and batch builder.
+type batcher interface {
+	Len() int
+	Batch(g int) planner.Batch
+}
+
+// timeBatches times n batches spread evenly over the epoch (batch 1 + k·(Len−1)/n), one call each.
+func timeBatches(p batcher, n int, res *PlanResult) {
+	total := p.Len()
+	if total < 2 || n == 0 {
+		return
+	}
+	n = min(n, total-1)
+	us := make([]float64, n)
+	for k := range n {
+		g := 1 + int(int64(k)*int64(total-1)/int64(n))
+		t := time.Now()
+		_ = p.Batch(g)
+		us[k] = float64(time.Since(t).Nanoseconds()) / 1e3
+	}
+	var sum float64
+	for _, v := range us {
+		sum += v
+	}
+	slices.Sort(us)
+	res.Sampled = n
+	res.BatchUSMean = sum / float64(n)
+	res.BatchUSP99 = us[min(n-1, int(math.Ceil(0.99*float64(n)))-1)]
+}
+
+// fillParallel writes syn's lengths into dst with one goroutine per CPU.
+func fillParallel(syn planner.Synthetic, dst []uint32) {
+	workers := runtime.GOMAXPROCS(0)
+	chunk := (len(dst) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(dst); lo += chunk {
+		hi := min(lo+chunk, len(dst))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			syn.Fill(int64(lo), dst[lo:hi])
+		}()
+	}
+	wg.Wait()
+}
+
+// peakRSSMB reads VmHWM from /proc/self/status (Linux); 0 where it is not available.
+func peakRSSMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) >= 2 && string(f[0]) == "VmHWM:" {
+			kb, err := strconv.ParseFloat(string(f[1]), 64)
+			if err != nil {
+				return 0
+			}
+			return kb / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,31 @@
+package bench
+
+import (
+	"errors"
+	"testing"
+
+	planner "github.com/gload/gload/bucket"
+)
+
+func TestPlanBench(t *testing.T) {
+	for _, pol := range []planner.Policy{planner.Bucketed, planner.Tokens, planner.Packed} {
+		c := PlanConfig{Rows: 20_000, Policy: pol, BatchSize: 16, Samples: 100}
+		switch pol {
+		case planner.Tokens:
+			c.BatchSize, c.TokenBudget = 0, 65536
+		case planner.Packed:
+			c.SeqLen = 4096
+		}
+		res, err := PlanBench(c)
+		if err != nil {
+			t.Fatalf("%s: %v", pol, err)
+		}
+		if res.Batches < 1 || res.Sampled != 100 || res.FirstBatchS <= 0 || res.BatchUSMean <= 0 ||
+			res.BatchUSP99 < res.BatchUSMean/100 || res.PeakRSSMB <= 0 {
+			t.Fatalf("%s: implausible result %+v", pol, res)
+		}
+	}
+	if _, err := PlanBench(PlanConfig{Rows: 1 << 31, Policy: planner.Bucketed, BatchSize: 16, Samples: 1}); !errors.Is(err, planner.ErrTooLarge) {
+		t.Fatalf("2^31 rows with the exact planner: %v, want ErrTooLarge", err)
+	}
+}
