@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	planner "github.com/gload/gload/bucket"
@@ -29,6 +30,10 @@ type PlanConfig struct {
 	World       int // the plan's PlanWorld (the warm-up layout)
 	LengthSeed  uint64
 	Samples     int // batches timed after the first (0: 1000)
+	// Planner: "exact" (planner.NewPlan over a lengths array, as the server plans today), "lazy"
+	// (planner.NewLazyPlan over the synthetic lengths computed on demand: no array) or "auto" (the default:
+	// planner.NewEpochPlan's choice, exact up to planner.LazyThreshold rows).
+	Planner string
 }
 
 // PlanResult is the JSON line of `gload bench plan`. Times are wall-clock; PeakRSSBytes is the process's VmHWM, so
@@ -46,6 +51,7 @@ type PlanResult struct {
 	Sampled     int     `json:"sampled"`       // batches timed
 	PeakRSSMB   float64 `json:"peak_rss_mb"`   // VmHWM of this process
 	GoMaxProcs  int     `json:"gomaxprocs"`    //
+	LengthNS    float64 `json:"length_ns"`     // cost of one synthetic length (lazy plans compute them per batch)
 	PlanHash    string  `json:"plan_hash,omitempty"`
 }
 
@@ -69,8 +75,34 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 	cfg.SplitDocs = c.SplitDocs
 	cfg.PlanWorld = max(c.World, 1)
 	syn := planner.Synthetic{Rows: c.Rows, Seed: c.LengthSeed}
-	res := PlanResult{Rows: c.Rows, Policy: string(c.Policy), Planner: "exact", GoMaxProcs: runtime.GOMAXPROCS(0)}
+	res := PlanResult{Rows: c.Rows, Policy: string(c.Policy), Planner: c.Planner, GoMaxProcs: runtime.GOMAXPROCS(0)}
 	fp := "bench/synthetic/" + strconv.FormatUint(c.LengthSeed, 10) + "/" + strconv.FormatInt(c.Rows, 10)
+	res.LengthNS = lengthCost(syn)
+	switch c.Planner {
+	case "", "auto":
+		res.Planner = "exact"
+		if c.Rows > planner.LazyThreshold && c.Policy != planner.Packed {
+			res.Planner = "lazy"
+		}
+	case "exact", "lazy":
+	default:
+		return res, fmt.Errorf("planner: want auto, exact or lazy, got %q", c.Planner)
+	}
+	if res.Planner == "lazy" {
+		t0 := time.Now()
+		p, err := planner.NewLazyPlan(syn, fp, c.Seed, c.Epoch, cfg, parallel)
+		if err != nil {
+			return res, err
+		}
+		if p.Len() > 0 {
+			_ = p.Batch(0)
+		}
+		res.FirstBatchS = time.Since(t0).Seconds()
+		res.Batches = p.Len()
+		timeBatches(p, c.Samples, &res)
+		res.PeakRSSMB = peakRSSMB()
+		return res, nil
+	}
 
 	if c.Rows > math.MaxInt32 {
 		return res, fmt.Errorf("plan %d rows: %w (at most %d rows)", c.Rows, planner.ErrTooLarge, math.MaxInt32)
@@ -125,6 +157,35 @@ func timeBatches(p batcher, n int, res *PlanResult) {
 	res.Sampled = n
 	res.BatchUSMean = sum / float64(n)
 	res.BatchUSP99 = us[min(n-1, int(math.Ceil(0.99*float64(n)))-1)]
+}
+
+// parallel is a planner.Runner over all CPUs.
+func parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// lengthCost is the mean cost of one synthetic length in nanoseconds (100 000 rows).
+func lengthCost(syn planner.Synthetic) float64 {
+	const n = 100_000
+	t := time.Now()
+	var sink uint32
+	for i := range int64(n) {
+		sink += syn.Length(i * 7919)
+	}
+	d := time.Since(t)
+	runtime.KeepAlive(sink)
+	return float64(d.Nanoseconds()) / n
 }
 
 // fillParallel writes syn's lengths into dst with one goroutine per CPU.

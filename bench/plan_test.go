@@ -25,7 +25,12 @@ func TestPlanBench(t *testing.T) {
 			t.Fatalf("%s: implausible result %+v", pol, res)
 		}
 	}
-	if _, err := PlanBench(PlanConfig{Rows: 1 << 31, Policy: planner.Bucketed, BatchSize: 16, Samples: 1}); !errors.Is(err, planner.ErrTooLarge) {
+	// Beyond 2^31 rows the lazy plan, without a lengths array.
+	res, err := PlanBench(PlanConfig{Rows: 3_000_000_000, Policy: planner.Bucketed, BatchSize: 16, Samples: 20})
+	if err != nil || res.Planner != "lazy" || res.Batches != 3_000_000_000/16 || res.PeakRSSMB > 2000 {
+		t.Fatalf("3e9 rows: %+v, %v", res, err)
+	}
+	if _, err := PlanBench(PlanConfig{Rows: 1 << 31, Policy: planner.Bucketed, BatchSize: 16, Samples: 1, Planner: "exact"}); !errors.Is(err, planner.ErrTooLarge) {
 		t.Fatalf("2^31 rows with the exact planner: %v, want ErrTooLarge", err)
 	}
 }

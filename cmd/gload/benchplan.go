@@ -15,13 +15,17 @@ func newBenchPlanCmd() *cobra.Command {
 	var c bench.PlanConfig
 	var policy string
 	cmd := &cobra.Command{
-		Use:   "plan --rows N [--policy bucketed|tokens|packed] [--batch-size B --token-budget T --seq-len S --seed K --epoch E --world W]",
+		Use:   "plan --rows N [--policy bucketed|tokens|packed] [--batch-size B --token-budget T --seq-len S --seed K --epoch E --world W] [--planner auto|exact|lazy]",
 		Short: "Time one epoch plan over N synthetic row lengths, without a dataset",
 		Long: `Plans one epoch over N synthetic, deterministic row lengths (log-normal, median 300, sigma 1.2, clipped to
 [1, 32768]; see bucket.Synthetic) exactly as the server plans a dataset of those lengths, and prints one JSON line:
 the time to the first batch (planning included), mean and p99 microseconds per further batch (1 000 batches sampled
 evenly across the epoch), batches in the epoch, and the peak RSS of the process (VmHWM), which includes the 4-byte
-per row lengths array the planner reads, as the server holds the index's lengths.`,
+per row lengths array the planner reads, as the server holds the index's lengths.
+
+--planner lazy (the default above 2^27 rows, but for packed) plans with bucket.NewLazyPlan, which reads lengths on
+demand: no lengths array is made, and each batch computes its mega-batch's synthetic lengths (length_ns says what one
+costs; a memory-mapped index reads one in a few ns). Warm-up is not part of lazy plans.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.Policy = bucket.Policy(policy)
@@ -62,6 +66,7 @@ per row lengths array the planner reads, as the server holds the index's lengths
 	f.IntVar(&c.World, "world", 1, "world size the plan is laid out for (warm-up)")
 	f.Uint64Var(&c.LengthSeed, "length-seed", 0, "seed of the synthetic lengths")
 	f.IntVar(&c.Samples, "samples", 1000, "batches timed after the first")
+	f.StringVar(&c.Planner, "planner", "auto", "auto (exact up to 2^27 rows, lazy above), exact or lazy")
 	_ = cmd.MarkFlagRequired("rows")
 	return cmd
 }
