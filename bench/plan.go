@@ -34,25 +34,80 @@ type PlanConfig struct {
 	// (planner.NewLazyPlan over the synthetic lengths computed on demand: no array) or "auto" (the default:
 	// planner.NewEpochPlan's choice, exact up to planner.LazyThreshold rows).
 	Planner string
+	// Quality walks the whole epoch afterwards and reports the shuffle-quality measure of [Adjacency] (4 bytes
+	// per row; at most 2^32−1 rows).
+	Quality bool
+}
+
+// Adjacency is the distribution of |pos(r+1) − pos(r)| over the dataset's adjacent rows r, r+1, pos being a row's
+// position in the epoch (the rows of batch 0, then batch 1, …), as quantiles of that distance over the rows: for a
+// uniformly random order the distance/rows has density 2(1−x), quantile q at 1−√(1−q) (p50 0.293). SameBatch is the
+// share of adjacent pairs delivered in one batch; Within1000 the share within 1 000 positions.
+type Adjacency struct {
+	P01        float64 `json:"p01"`
+	P10        float64 `json:"p10"`
+	P50        float64 `json:"p50"`
+	P90        float64 `json:"p90"`
+	P99        float64 `json:"p99"`
+	SameBatch  float64 `json:"same_batch"`
+	Within1000 float64 `json:"within_1000"`
+}
+
+// adjacency walks every batch of p over rows rows (see [Adjacency]).
+func adjacency(p batcher, rows int64) (Adjacency, error) {
+	if rows > math.MaxUint32 || rows < 2 {
+		return Adjacency{}, fmt.Errorf("quality: %d rows (want 2 … 2^32−1)", rows)
+	}
+	pos := make([]uint32, rows)
+	batch := make([]uint32, rows)
+	var at uint32
+	for g := range p.Len() {
+		for _, pc := range p.Batch(g).Pieces {
+			pos[pc.Index] = at
+			batch[pc.Index] = uint32(g)
+			at++
+		}
+	}
+	if int64(at) != rows {
+		return Adjacency{}, fmt.Errorf("quality: the plan delivers %d pieces for %d rows (dropped rows or split documents)", at, rows)
+	}
+	d := make([]uint32, rows-1)
+	var same, near int
+	for r := range rows - 1 {
+		a, b := pos[r], pos[r+1]
+		d[r] = max(a, b) - min(a, b)
+		if batch[r] == batch[r+1] {
+			same++
+		}
+		if d[r] <= 1000 {
+			near++
+		}
+	}
+	slices.Sort(d)
+	q := func(f float64) float64 { return float64(d[int(f*float64(len(d)-1))]) / float64(rows) }
+	n := float64(len(d))
+	return Adjacency{P01: q(0.01), P10: q(0.10), P50: q(0.5), P90: q(0.9), P99: q(0.99),
+		SameBatch: float64(same) / n, Within1000: float64(near) / n}, nil
 }
 
 // PlanResult is the JSON line of `gload bench plan`. Times are wall-clock; PeakRSSBytes is the process's VmHWM, so
 // it covers the lengths array (the server holds the index's lengths the same way) and everything planning
 // allocated.
 type PlanResult struct {
-	Rows        int64   `json:"rows"`
-	Policy      string  `json:"policy"`
-	Planner     string  `json:"planner"`
-	Batches     int     `json:"batches"`
-	LengthsS    float64 `json:"lengths_s"`     // making the lengths array (not part of planning)
-	FirstBatchS float64 `json:"first_batch_s"` // plan + build batch 0
-	BatchUSMean float64 `json:"batch_us_mean"` // per further batch, sampled across the epoch
-	BatchUSP99  float64 `json:"batch_us_p99"`  //
-	Sampled     int     `json:"sampled"`       // batches timed
-	PeakRSSMB   float64 `json:"peak_rss_mb"`   // VmHWM of this process
-	GoMaxProcs  int     `json:"gomaxprocs"`    //
-	LengthNS    float64 `json:"length_ns"`     // cost of one synthetic length (lazy plans compute them per batch)
-	PlanHash    string  `json:"plan_hash,omitempty"`
+	Rows        int64      `json:"rows"`
+	Policy      string     `json:"policy"`
+	Planner     string     `json:"planner"`
+	Batches     int        `json:"batches"`
+	LengthsS    float64    `json:"lengths_s"`     // making the lengths array (not part of planning)
+	FirstBatchS float64    `json:"first_batch_s"` // plan + build batch 0
+	BatchUSMean float64    `json:"batch_us_mean"` // per further batch, sampled across the epoch
+	BatchUSP99  float64    `json:"batch_us_p99"`  //
+	Sampled     int        `json:"sampled"`       // batches timed
+	PeakRSSMB   float64    `json:"peak_rss_mb"`   // VmHWM of this process
+	GoMaxProcs  int        `json:"gomaxprocs"`    //
+	LengthNS    float64    `json:"length_ns"`     // cost of one synthetic length (lazy plans compute them per batch)
+	PlanHash    string     `json:"plan_hash,omitempty"`
+	Adjacency   *Adjacency `json:"adjacency,omitempty"` // with Quality
 }
 
 // PlanBench plans one epoch and times it (see [PlanResult]). It allocates the lengths array of today's planner (4
@@ -101,7 +156,7 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 		res.Batches = p.Len()
 		timeBatches(p, c.Samples, &res)
 		res.PeakRSSMB = peakRSSMB()
-		return res, nil
+		return res, quality(c, p, &res)
 	}
 
 	if c.Rows > math.MaxInt32 {
@@ -126,7 +181,20 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 	timeBatches(plan, c.Samples, &res)
 	res.PeakRSSMB = peakRSSMB()
 	runtime.KeepAlive(lengths)
-	return res, nil
+	return res, quality(c, plan, &res)
+}
+
+// quality fills res.Adjacency when c asks for it (after the peak RSS is taken).
+func quality(c PlanConfig, p batcher, res *PlanResult) error {
+	if !c.Quality {
+		return nil
+	}
+	a, err := adjacency(p, c.Rows)
+	if err != nil {
+		return err
+	}
+	res.Adjacency = &a
+	return nil
 }
 
 // batcher is what PlanBench times: a plan's batch count and batch builder.

@@ -34,3 +34,17 @@ func TestPlanBench(t *testing.T) {
 		t.Fatalf("2^31 rows with the exact planner: %v, want ErrTooLarge", err)
 	}
 }
+
+func TestPlanBenchQuality(t *testing.T) {
+	for _, pl := range []string{"exact", "lazy"} {
+		res, err := PlanBench(PlanConfig{Rows: 200_000, Policy: planner.Bucketed, BatchSize: 16, Samples: 10, Planner: pl, Quality: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := res.Adjacency
+		// One window of the lazy plan holds all 200 000 rows: both are full shuffles (p50 of a random order: 0.293).
+		if a == nil || a.P50 < 0.25 || a.P50 > 0.34 || a.P01 > a.P10 || a.P10 > a.P50 || a.P50 > a.P90 || a.SameBatch > 0.01 {
+			t.Fatalf("%s: adjacency %+v", pl, a)
+		}
+	}
+}

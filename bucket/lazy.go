@@ -95,9 +95,10 @@ type LazyPlan struct {
 	winEnd   []int64 // global batches of windows 0 … w: winEnd[w]
 	winRows  []int32 // rows of window w
 
-	mu    sync.Mutex
-	cache []*winTable // the most recently built window tables, newest last
-	last  int64       // window of the last Batch call
+	mu     sync.Mutex
+	cache  []*winTable // the most recently built window tables, newest last
+	last   int64       // window of the last Batch call
+	streak int32       // calls in a row for window last
 }
 
 // NewLazyPlan plans one epoch of lengths as a lazy block plan. It supports the bucketed and tokens policies with
@@ -403,8 +404,8 @@ func (p *LazyPlan) cut(effs []uint32) int {
 }
 
 // table returns window w's table from the cache of the two most recently built ones, building it if asked
-// (build) or when w was also the window of the previous call (a consumer reading the window's batches in order);
-// nil otherwise.
+// (build) or when the calls before this one read window w often enough (a consumer reading the window's batches
+// in turn); nil otherwise.
 func (p *LazyPlan) table(w int64, build bool) *winTable {
 	p.mu.Lock()
 	for _, t := range p.cache {
@@ -413,8 +414,13 @@ func (p *LazyPlan) table(w int64, build bool) *winTable {
 			return t
 		}
 	}
-	build = build || p.last == w
-	p.last = w
+	if p.last == w {
+		p.streak++
+	} else {
+		p.last, p.streak = w, 1
+	}
+	// A window read in turn is built after as many mega-batch reads as cost about a sixteenth of building it.
+	build = build || p.streak > p.winRows[w]/int32(16*p.cfg.MegaBatchMult*max(p.cfg.BatchSize, 1))
 	p.mu.Unlock()
 	if !build {
 		return nil

@@ -66,6 +66,7 @@ costs; a memory-mapped index reads one in a few ns). Warm-up is not part of lazy
 	f.IntVar(&c.World, "world", 1, "world size the plan is laid out for (warm-up)")
 	f.Uint64Var(&c.LengthSeed, "length-seed", 0, "seed of the synthetic lengths")
 	f.IntVar(&c.Samples, "samples", 1000, "batches timed after the first")
+	f.BoolVar(&c.Quality, "quality", false, "also walk the epoch and report the distances in the plan between rows adjacent in the dataset (4 bytes per row)")
 	f.StringVar(&c.Planner, "planner", "auto", "auto (exact up to 2^27 rows, lazy above), exact or lazy")
 	_ = cmd.MarkFlagRequired("rows")
 	return cmd
