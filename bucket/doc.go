@@ -117,9 +117,10 @@
 // [Runner] (parallel if it likes; the result does not depend on it). A
 // bucketed batch read alone costs one mega-batch (M·B rows: length reads,
 // Feistel evaluations, a radix sort); a consumer that reads a window's
-// batches in turn gets the whole window built once, after about R/(16·M·B)
-// reads of it (about 12 bytes per row of the window; the two newest windows
-// are kept).
+// batches in turn gets the whole window built once, after R/(M·B) reads
+// of it in a row (ski rental: it then pays at most twice the cheaper way;
+// about 12 bytes per row of the window; the two newest windows are kept).
+// Tokens plans always build the window a batch is read from.
 //
 // Guarantees: a pure function of (fingerprint, lengths, seed, epoch,
 // policy), every row exactly once per epoch, [LazyPlan.Assign] dealing as

@@ -419,8 +419,10 @@ func (p *LazyPlan) table(w int64, build bool) *winTable {
 	} else {
 		p.last, p.streak = w, 1
 	}
-	// A window read in turn is built after as many mega-batch reads as cost about a sixteenth of building it.
-	build = build || p.streak > p.winRows[w]/int32(16*p.cfg.MegaBatchMult*max(p.cfg.BatchSize, 1))
+	// Ski rental: a window read in turn is built once its mega-batch reads have cost about as much as building it
+	// (R/(M·B) reads), so a consumer of the whole window pays at most twice the cheaper way, and sampled reads
+	// spread over the epoch never build one.
+	build = build || p.streak > p.winRows[w]/int32(p.cfg.MegaBatchMult*max(p.cfg.BatchSize, 1))
 	p.mu.Unlock()
 	if !build {
 		return nil
