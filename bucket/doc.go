@@ -126,9 +126,18 @@
 // policy), every row exactly once per epoch, [LazyPlan.Assign] dealing as
 // [Plan.Assign] (global batch g to rank g mod world), and
 // [LazyPlan.Hash] naming the algorithm ("gload/plan/lazy-blocks/v1"), so a
-// lazy plan never hashes like an exact one. Not (yet) in lazy plans: the
-// warm-up prefix (WarmupShapes and PlanWorld are ignored: finding every
-// shape of the epoch needs a pass over all rows), automatic boundaries,
+// lazy plan never hashes like an exact one.
+//
+// Warm-up (WarmupShapes) happens within the first window, which is built
+// when the plan is: its batches are reordered as [Plan]'s warm-up reorders
+// a whole plan (PlanWorld batches of every shape that has at least
+// PlanWorld batches in window 0, longest first, then the window's other
+// batches in σ_0 order). Shapes that window 0 lacks, or has fewer than
+// PlanWorld batches of, are not warmed (finding every shape of the epoch
+// would need a pass over all rows); with 10^6 rows in a window that is
+// only the rarest lengths.
+//
+// Not (yet) in lazy plans: automatic boundaries,
 // ShuffleWindow, sequential plans and packing (those stay on [NewPlan], at
 // most 2^31−1 rows), [Plan.Shapes] and [Plan.Stats]. Shuffle quality: a
 // batch draws its rows from one window (about 10^6 rows from 16 random

@@ -94,6 +94,7 @@ type LazyPlan struct {
 	keyBatch uint64
 	winEnd   []int64 // global batches of windows 0 … w: winEnd[w]
 	winRows  []int32 // rows of window w
+	order0   []int32 // with a warm-up: window 0's internal batch at each of its positions
 
 	mu     sync.Mutex
 	cache  []*winTable // the most recently built window tables, newest last
@@ -102,9 +103,9 @@ type LazyPlan struct {
 }
 
 // NewLazyPlan plans one epoch of lengths as a lazy block plan. It supports the bucketed and tokens policies with
-// BatchSize, TokenBudget, MaxLength, PadMultiple, Boundaries, MegaBatchMult and Remainder; WarmupShapes and PlanWorld
-// are ignored (no warm-up prefix: see the package documentation); AutoBuckets, ShuffleWindow, Sequential and packed
-// are errors. Under tokens it reads every length once (the counting pass, through run); under bucketed none.
+// BatchSize, TokenBudget, MaxLength, PadMultiple, Boundaries, MegaBatchMult, Remainder, WarmupShapes and PlanWorld
+// (a warm-up within the first window: see the package documentation); AutoBuckets, ShuffleWindow, Sequential and
+// packed are errors. Under tokens it reads every length once (the counting pass, through run); under bucketed none.
 func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (*LazyPlan, error) {
 	c, err := cfg.normalize()
 	if err != nil {
@@ -123,7 +124,6 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 	case c.ShuffleWindow > 0:
 		return nil, cfgErr("shuffle_window", "not supported by the lazy plan (it reads the dataset in windows of %d rows already)", LazyBlockRows*LazyWindowBlocks)
 	}
-	c.WarmupShapes = false
 	if run == nil {
 		run = func(n int, f func(int)) {
 			for i := range n {
@@ -175,6 +175,9 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 	}
 	if sum > math.MaxInt {
 		return nil, fmt.Errorf("lazy plan: %w: %d batches", ErrTooLarge, sum)
+	}
+	if c.WarmupShapes && nwin > 0 {
+		p.warmup()
 	}
 	return p, nil
 }
@@ -236,7 +239,8 @@ func (p *LazyPlan) PerRank(start, world int) int {
 // Hash identifies the plan without building its batches: 32 hex digits of SHA-256 over
 //
 //	"gload/plan/lazy-blocks/v1" 0x00 ‖ u64le(LazyBlockRows) ‖ u64le(LazyWindowBlocks) ‖ u64le(rows) ‖
-//	u64le(len(fingerprint)) ‖ fingerprint ‖ u64le(seed) ‖ u64le(epoch) ‖ the policy (see policyBytes) ‖
+//	u64le(len(fingerprint)) ‖ fingerprint ‖ u64le(seed) ‖ u64le(epoch) ‖ the policy (see appendPolicy) ‖
+//	u64le(PlanWorld with WarmupShapes, else 0) ‖
 //	u64le(windows) ‖ u64le(global batches after window w) for every window
 //
 // The plan is a pure function of these (the lengths enter through the fingerprint, and under tokens through the
@@ -255,6 +259,11 @@ func (p *LazyPlan) Hash() string {
 	u(p.seed)
 	u(uint64(p.epoch))
 	b = p.cfg.appendPolicy(b)
+	if p.cfg.WarmupShapes {
+		u(uint64(p.cfg.PlanWorld))
+	} else {
+		u(0)
+	}
 	u(uint64(len(p.winEnd)))
 	for _, e := range p.winEnd {
 		u(uint64(e))
@@ -437,6 +446,63 @@ func (p *LazyPlan) table(w int64, build bool) *winTable {
 	return t
 }
 
+// warmup reorders window 0's batches as [Plan]'s warm-up reorders a plan's: for each shape of window 0 in
+// warm-up order (Length descending, then Rows descending) that has at least PlanWorld batches there, the first
+// PlanWorld of them in the window's batch order move to the front, shape after shape; every other batch keeps its
+// order. It builds window 0 (kept in the cache, ready for the first batches).
+func (p *LazyPlan) warmup() {
+	t := p.buildWindow(0)
+	nb := len(t.boff) - 1
+	bperm := newFeistel(uint64(nb), splitmixAt(p.keyBatch, 1))
+	seq := make([]int32, nb)
+	for j := range seq {
+		seq[j] = int32(bperm.at(uint64(j)))
+	}
+	ids := map[Shape]int{}
+	var shapes []Shape
+	var counts []int
+	shapeOf := make([]int32, nb)
+	for b := range nb {
+		lo, hi := t.boff[b], t.boff[b+1]
+		sh := Shape{Rows: int(hi - lo), Length: int(p.pd.pad(int64(t.effs[lo])))}
+		id, ok := ids[sh]
+		if !ok {
+			id = len(shapes)
+			ids[sh] = id
+			shapes = append(shapes, sh)
+			counts = append(counts, 0)
+		}
+		shapeOf[b] = int32(id)
+		counts[id]++
+	}
+	order := append([]Shape(nil), shapes...)
+	sortShapes(order)
+	w := p.cfg.PlanWorld
+	picked := make([][]int32, len(shapes))
+	moved := make([]bool, nb)
+	for _, b := range seq {
+		id := shapeOf[b]
+		if counts[id] >= w && len(picked[id]) < w {
+			picked[id] = append(picked[id], b)
+			moved[b] = true
+		}
+	}
+	out := make([]int32, 0, nb)
+	for _, sh := range order {
+		out = append(out, picked[ids[sh]]...)
+	}
+	if len(out) == 0 {
+		return
+	}
+	for _, b := range seq {
+		if !moved[b] {
+			out = append(out, b)
+		}
+	}
+	p.order0 = out
+	p.cache = append(p.cache, t)
+}
+
 // Shape returns the shape of global batch g (it builds the batch).
 func (p *LazyPlan) Shape(g int) Shape {
 	b := p.Batch(g)
@@ -469,6 +535,9 @@ func (p *LazyPlan) locate(g int) (w, t int64) {
 	}
 	wi := sort.Search(len(p.winEnd), func(i int) bool { return p.winEnd[i] > int64(g) })
 	lo, hi := p.WindowBatches(wi)
+	if wi == 0 && p.order0 != nil {
+		return 0, int64(p.order0[g])
+	}
 	bperm := newFeistel(uint64(hi-lo), splitmixAt(p.keyBatch, uint64(wi)+1))
 	return int64(wi), int64(bperm.at(uint64(g - lo)))
 }

@@ -87,6 +87,8 @@ func TestLazyExactlyOnce(t *testing.T) {
 		{"bucketed", 1_000_000, Config{Policy: Bucketed, BatchSize: 16}},
 		{"bucketed-small", 70_001, Config{Policy: Bucketed, BatchSize: 7, MegaBatchMult: 3}},
 		{"bucketed-one-row", 1, Config{Policy: Bucketed, BatchSize: 4}},
+		{"bucketed-warmup", 1_500_000, Config{Policy: Bucketed, BatchSize: 16, WarmupShapes: true, PlanWorld: 4}},
+		{"tokens-warmup", 200_000, Config{Policy: Tokens, TokenBudget: 65536, WarmupShapes: true, PlanWorld: 2}},
 		{"tokens", 300_000, Config{Policy: Tokens, TokenBudget: 65536, BatchSize: 64, MaxLength: 8192, Boundaries: []int{256, 1024, 4096, 8192}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -267,5 +269,56 @@ func TestNewEpochPlanThreshold(t *testing.T) {
 	}
 	if _, err := NewLazyPlan(big, "fp", 1, 0, Config{Policy: Tokens, TokenBudget: 512}, nil); !errors.Is(err, ErrTokenBudget) {
 		t.Fatalf("budget below a row: %v, want ErrTokenBudget", err)
+	}
+}
+
+// TestLazyWarmup checks the warm-up prefix: PlanWorld batches of every shape that window 0 has at least PlanWorld
+// batches of, longest first, then nothing of those moved again.
+func TestLazyWarmup(t *testing.T) {
+	l := make(SliceLengths, 1_500_000)
+	Synthetic{Rows: int64(len(l)), Seed: 5}.Fill(0, l)
+	for _, cfg := range []Config{
+		{Policy: Bucketed, BatchSize: 16, WarmupShapes: true, PlanWorld: 4},
+		{Policy: Tokens, TokenBudget: 65536, WarmupShapes: true, PlanWorld: 3},
+	} {
+		p, err := NewLazyPlan(l, "fp", 1, 0, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := p.WindowBatches(0)
+		counts := map[Shape]int{}
+		for g := lo; g < hi; g++ {
+			counts[p.Shape(g)]++
+		}
+		var want []Shape
+		for sh, n := range counts {
+			if n >= cfg.PlanWorld {
+				want = append(want, sh)
+			}
+		}
+		sortShapes(want)
+		if len(want) < 5 {
+			t.Fatalf("%s: only %d shapes to warm up", cfg.Policy, len(want))
+		}
+		for i, sh := range want {
+			for r := range cfg.PlanWorld {
+				if got := p.Shape(i*cfg.PlanWorld + r); got != sh {
+					t.Fatalf("%s: batch %d has shape %v, want %v (warm-up shape %d)", cfg.Policy, i*cfg.PlanWorld+r, got, sh, i)
+				}
+			}
+		}
+		off := cfg
+		off.WarmupShapes = false
+		q, err := NewLazyPlan(l, "fp", 1, 0, off, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Hash() == p.Hash() || q.Shape(0) == p.Shape(0) && q.Shape(1) == p.Shape(1) && q.Shape(2) == p.Shape(2) {
+			t.Fatalf("%s: the warm-up changes neither the hash nor the first batches", cfg.Policy)
+		}
+		// Past window 0 the plans agree.
+		if g := int(p.winEnd[0]); g < p.Len() && !sameBatch(p.Batch(g), q.Batch(g)) {
+			t.Fatalf("%s: batch %d differs past the warm-up window", cfg.Policy, g)
+		}
 	}
 }

@@ -25,7 +25,8 @@ per row lengths array the planner reads, as the server holds the index's lengths
 
 --planner lazy (the default above 2^27 rows, but for packed) plans with bucket.NewLazyPlan, which reads lengths on
 demand: no lengths array is made, and each batch computes its mega-batch's synthetic lengths (length_ns says what one
-costs; a memory-mapped index reads one in a few ns). Warm-up is not part of lazy plans.`,
+costs; a memory-mapped index reads one in a few ns). Lazy plans warm up within their first window, which they build
+before the first batch.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.Policy = bucket.Policy(policy)
