@@ -48,3 +48,20 @@ func TestPlanBenchQuality(t *testing.T) {
 		}
 	}
 }
+
+// The parallel counting pass gives the plan the serial one gives.
+func TestParallelCountingPass(t *testing.T) {
+	syn := planner.Synthetic{Rows: 3_000_000, Seed: 1}
+	cfg := planner.Config{Policy: planner.Tokens, TokenBudget: 65536}
+	serial, err := planner.NewLazyPlan(syn, "fp", 1, 0, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	par, err := planner.NewLazyPlan(syn, "fp", 1, 0, cfg, parallel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serial.Windows() < 2 || serial.Hash() != par.Hash() || serial.Len() != par.Len() {
+		t.Fatalf("serial %d windows, %d batches, %s; parallel %d batches, %s", serial.Windows(), serial.Len(), serial.Hash(), par.Len(), par.Hash())
+	}
+}
