@@ -277,6 +277,20 @@ func TestNewEpochPlanThreshold(t *testing.T) {
 			t.Fatalf("%+v: %v, want ErrConfig", bad, err)
 		}
 	}
+	for _, c := range []Config{cfg, {Policy: Tokens, TokenBudget: 4096, WarmupShapes: true}} {
+		z, err := NewLazyPlan(SliceLengths{}, "fp", 1, 0, c, nil)
+		if err != nil || z.Len() != 0 || z.Hash() == "" {
+			t.Fatalf("no rows: %v, %d batches", err, z.Len())
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Batch(0) of an empty plan did not panic")
+				}
+			}()
+			z.Batch(0)
+		}()
+	}
 	if _, err := NewLazyPlan(big, "fp", 1, 0, Config{Policy: Tokens, TokenBudget: 512}, nil); !errors.Is(err, ErrTokenBudget) {
 		t.Fatalf("budget below a row: %v, want ErrTokenBudget", err)
 	}
