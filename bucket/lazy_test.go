@@ -2,7 +2,9 @@ package bucket
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"sync"
 	"testing"
 )
 
@@ -345,4 +347,59 @@ func TestLazyWarmup(t *testing.T) {
 			t.Fatalf("%s: batch %d differs past the warm-up window", cfg.Policy, g)
 		}
 	}
+}
+
+// Concurrent readers (the server's streams) get the batches a single reader gets.
+func TestLazyConcurrent(t *testing.T) {
+	l := hashLengths{n: 2_500_000, max: 4096}
+	for _, cfg := range []Config{{Policy: Bucketed, BatchSize: 16, MegaBatchMult: 2}, {Policy: Tokens, TokenBudget: 65536}} {
+		p, err := NewLazyPlan(l, "fp", 1, 0, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, _ := NewLazyPlan(l, "fp", 1, 0, cfg, nil)
+		const readers = 4
+		errs := make(chan string, readers)
+		for r := range readers {
+			go func() {
+				// Reader r reads its rank's batches of two windows in turn, then a few far ones.
+				for g := r; g < p.Len(); g += readers * 13 {
+					if g > 3*p.Len()/4 && g%5 != 0 {
+						continue
+					}
+					if !sameBatch(p.Batch(g), ref.fromMega0(g)) {
+						errs <- fmt.Sprintf("%s: batch %d differs", cfg.Policy, g)
+						return
+					}
+				}
+				errs <- ""
+			}()
+		}
+		for range readers {
+			if e := <-errs; e != "" {
+				t.Fatal(e)
+			}
+		}
+	}
+}
+
+// fromMega0 builds batch g without the cache: from its window built afresh.
+func (p *LazyPlan) fromMega0(g int) Batch {
+	w, ti := p.locate(g)
+	return p.fromTable(p.buildWindowCached(w), ti)
+}
+
+var testTables sync.Map // *LazyPlan/window → *winTable
+
+func (p *LazyPlan) buildWindowCached(w int64) *winTable {
+	type key struct {
+		p *LazyPlan
+		w int64
+	}
+	if t, ok := testTables.Load(key{p, w}); ok {
+		return t.(*winTable)
+	}
+	t := p.buildWindow(w)
+	testTables.Store(key{p, w}, t)
+	return t
 }
