@@ -5,12 +5,13 @@
 // [Run] wraps a training command, samples the GPUs through NVML (package
 // loader/gpuwatch) and the server's client reports (its Watch RPC) while the
 // command runs, and judges the span in which clients stepped; [WriteSVG] and
-// [WritePNG] draw SM utilisation and feed rate over time.
+// [WritePNG] draw SM utilisation and feed rate over time; [PlanBench] times
+// one epoch plan over synthetic lengths (`gload bench plan`).
 //
 // The package talks to servers only through their gRPC API (loader/client
 // and the generated stubs) and starts no server of its own: callers that
 // want an in-process server (cmd/gload) start it and pass its address. It
-// reads no files; it writes only to the writers it is handed, and [Run]
+// reads no files (but /proc/self/status, for [PlanBench]'s peak RSS); it writes only to the writers it is handed, and [Run]
 // starts the one command it is given, passing its stdin, stdout and stderr
 // through.
 //

@@ -5,12 +5,14 @@ package bucket
 // (0 when start ≥ Len()) divided by world, rounded down under drop and up
 // under wrap and keep (under keep only the first R mod world ranks get that
 // many: see [Plan.RankBatches]). It returns 0 for world < 1.
-func (p *Plan) PerRank(start, world int) int {
+func (p *Plan) PerRank(start, world int) int { return perRank(p.nbatch, p.cfg.Remainder, start, world) }
+
+func perRank(nbatch int, remainder Remainder, start, world int) int {
 	if world < 1 || start < 0 {
 		return 0
 	}
-	rem := max(p.nbatch-start, 0)
-	if p.cfg.Remainder == Wrap || p.cfg.Remainder == Keep {
+	rem := max(nbatch-start, 0)
+	if remainder == Wrap || remainder == Keep {
 		return (rem + world - 1) / world
 	}
 	return rem / world
@@ -21,11 +23,15 @@ func (p *Plan) PerRank(start, world int) int {
 // (Len()−start) mod world batches go one each to ranks 0, 1, … and the other
 // ranks get one fewer.
 func (p *Plan) RankBatches(start, rank, world int) int {
-	per := p.PerRank(start, world)
-	if p.cfg.Remainder != Keep || per == 0 || rank < 0 || rank >= world {
+	return rankBatches(p.nbatch, p.cfg.Remainder, start, rank, world)
+}
+
+func rankBatches(nbatch int, remainder Remainder, start, rank, world int) int {
+	per := perRank(nbatch, remainder, start, world)
+	if remainder != Keep || per == 0 || rank < 0 || rank >= world {
 		return per
 	}
-	if start+rank+(per-1)*world >= p.nbatch {
+	if start+rank+(per-1)*world >= nbatch {
 		return per - 1
 	}
 	return per
@@ -57,6 +63,11 @@ func (p *Plan) RankBatches(start, rank, world int) int {
 // [Plan.RankBatches]). With lockstep ranks start is a multiple of the old world
 // size (steps × world), which rank_step in the wire protocol gives.
 func (p *Plan) Assign(start, rank, world, worker, workers int) ([]int, error) {
+	return assign(p.nbatch, p.cfg.Remainder, start, rank, world, worker, workers)
+}
+
+// assign is [Plan.Assign] for a plan of nbatch global batches.
+func assign(nbatch int, remainder Remainder, start, rank, world, worker, workers int) ([]int, error) {
 	if start < 0 {
 		return nil, cfgErr("start", "must be >= 0, got %d", start)
 	}
@@ -75,14 +86,14 @@ func (p *Plan) Assign(start, rank, world, worker, workers int) ([]int, error) {
 	if worker < 0 || worker >= workers {
 		return nil, cfgErr("worker", "must be in [0, %d), got %d", workers, worker)
 	}
-	per := p.RankBatches(start, rank, world)
+	per := rankBatches(nbatch, remainder, start, rank, world)
 	if worker >= per {
 		return []int{}, nil
 	}
 	out := make([]int, 0, (per-worker+workers-1)/workers)
 	for i := worker; i < per; i += workers {
 		q := start + rank + i*world
-		out = append(out, q%p.nbatch)
+		out = append(out, q%nbatch)
 	}
 	return out, nil
 }

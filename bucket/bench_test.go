@@ -116,3 +116,24 @@ func BenchmarkMixturePlan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLazyBatch times one lazy batch read alone (its mega-batch built from scratch), at spread-out indices.
+func BenchmarkLazyBatch(b *testing.B) {
+	for _, n := range []int64{100_000_000, 3_000_000_000} {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.BatchSize = 16
+			cfg.WarmupShapes = false
+			p, err := NewLazyPlan(Synthetic{Rows: n}, "bench", 1, 0, cfg, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			g := 0
+			for b.Loop() {
+				g = (g + 7_654_321) % p.Len()
+				p.Batch(g)
+			}
+		})
+	}
+}

@@ -77,6 +77,73 @@
 // batches within 2 rows; over W packed batches within 2 + 2·D documents, D
 // the documents of one pack window. See mixture.go for the exact rules.
 //
+// # Lazy plans
+//
+// [NewEpochPlan] plans datasets of at most [LazyThreshold] (2^27) rows with
+// [NewPlan], exactly as before (golden files, plan hashes and resume states
+// are unchanged), and larger bucketed and tokens datasets with
+// [NewLazyPlan]: a plan whose memory is O(windows) — 8 + 4 bytes per
+// window of about 2^20 rows, plus the windows being served — and whose batch
+// g is computed on demand. Row numbers are int64; a lazy plan has no row
+// limit. Its randomness, specified here like the exact plans':
+//
+//   - Rows are grouped into blocks of [LazyBlockRows] (2^16) consecutive
+//     rows (the last block may be shorter). The blocks are permuted by a keyed
+//     permutation π (stream 5); window w holds blocks π(16w) … π(16w+15)
+//     ([LazyWindowBlocks] = 16), in that order except that the dataset's
+//     last block, when shorter, is moved to the window's end. Window position
+//     x is row block[x div 2^16]·2^16 + x mod 2^16.
+//   - The window's positions are permuted by a keyed permutation ρ_w (key:
+//     SplitMix64 output w+1 of stream 6's key), then cut into mega-batches
+//     (bucketed: M·B positions; tokens: the longest run whose padded lengths
+//     sum to at most M·TokenBudget, at least one row), each sorted by
+//     delivered length descending, ties in ρ_w order, and cut into batches
+//     as [NewPlan] cuts them: the window's internal batches, in order.
+//   - The window's batches are dealt in the order of a keyed permutation σ_w
+//     of their indices (key: output w+1 of stream 7's key); windows follow
+//     each other in order, so global batch g is in the window w with
+//     end(w−1) ≤ g < end(w), end being the prefix table of batches per
+//     window, and is internal batch σ_w(g − end(w−1)) there.
+//   - Every keyed permutation is a 6-round balanced Feistel network over
+//     2h-bit values (2^(2h) ≥ n, h ≥ 1), round r mapping (L, R) to (R, L xor
+//     (mix64(R xor k_r) mod 2^h)), k_r being SplitMix64 output r+1 of the
+//     permutation's key and mix64 SplitMix64's output function; values ≥ n
+//     are fed through again (cycle walking). Stream keys are streamKey's
+//     (above).
+//
+// The bucketed prefix table is arithmetic (a window of R rows has
+// ⌊R/(M·B)⌋·M + ⌈(R mod M·B)/B⌉ batches); under tokens it comes from one
+// counting pass over every row, window by window through the caller's
+// [Runner] (parallel if it likes; the result does not depend on it). A
+// bucketed batch read alone costs one mega-batch (M·B rows: length reads,
+// Feistel evaluations, a radix sort); a consumer that reads a window's
+// batches in turn gets the whole window built once, after R/(M·B) reads
+// of it in a row (ski rental: it then pays at most twice the cheaper way;
+// about 12 bytes per row of the window; the two newest windows are kept).
+// Tokens plans always build the window a batch is read from.
+//
+// Guarantees: a pure function of (fingerprint, lengths, seed, epoch,
+// policy), every row exactly once per epoch, [LazyPlan.Assign] dealing as
+// [Plan.Assign] (global batch g to rank g mod world), and
+// [LazyPlan.Hash] naming the algorithm ("gload/plan/lazy-blocks/v1"), so a
+// lazy plan never hashes like an exact one.
+//
+// Warm-up (WarmupShapes) happens within the first window, which is built
+// when the plan is: its batches are reordered as [Plan]'s warm-up reorders
+// a whole plan (PlanWorld batches of every shape that has at least
+// PlanWorld batches in window 0, longest first, then the window's other
+// batches in σ_0 order). Shapes that window 0 lacks, or has fewer than
+// PlanWorld batches of, are not warmed (finding every shape of the epoch
+// would need a pass over all rows); with 10^6 rows in a window that is
+// only the rarest lengths.
+//
+// Not (yet) in lazy plans: automatic boundaries,
+// ShuffleWindow, sequential plans and packing (those stay on [NewPlan], at
+// most 2^31−1 rows), [Plan.Shapes] and [Plan.Stats]. Shuffle quality: a
+// batch draws its rows from one window (about 10^6 rows from 16 random
+// places of the dataset) rather than from the whole dataset; see
+// docs/planning-at-scale.md for the measured effect.
+//
 // # Caveats
 //
 //   - A bucketed or tokens Plan keeps the lengths slice it was given (piece
@@ -88,7 +155,8 @@
 //     needs transient memory of the same order (packed: about 3× that).
 //   - A Mixture keeps its sources' Lengths slices: do not modify them.
 //     It holds about 13 bytes per slot (source, row, length, inner plan).
-//   - Rows are indexed by int32: at most 2^31−1 rows and pieces per plan.
+//   - Exact plans index rows by int32: at most 2^31−1 rows and pieces per
+//     plan. Lazy plans index them by int64.
 //   - [Plan.Batch] and [Plan.Shape] panic for an index outside [0, Len()),
 //     like a slice; everything else reports bad input as an error.
 package bucket

@@ -22,13 +22,13 @@ import (
 func newBenchCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure feeding: how fast gload serves (feed) and whether a training command starves (run)",
+		Short: "Measure feeding: how fast gload serves (feed), whether a training command starves (run), how fast it plans (plan)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newBenchFeedCmd(g), newBenchRunCmd(g))
+	cmd.AddCommand(newBenchFeedCmd(g), newBenchRunCmd(g), newBenchPlanCmd())
 	return cmd
 }
 

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"errors"
+	"testing"
+
+	planner "github.com/gload/gload/bucket"
+)
+
+func TestPlanBench(t *testing.T) {
+	for _, pol := range []planner.Policy{planner.Bucketed, planner.Tokens, planner.Packed} {
+		c := PlanConfig{Rows: 20_000, Policy: pol, BatchSize: 16, Samples: 100}
+		switch pol {
+		case planner.Tokens:
+			c.BatchSize, c.TokenBudget = 0, 65536
+		case planner.Packed:
+			c.SeqLen = 4096
+		}
+		res, err := PlanBench(c)
+		if err != nil {
+			t.Fatalf("%s: %v", pol, err)
+		}
+		if res.Batches < 1 || res.Sampled != 100 || res.FirstBatchS <= 0 || res.BatchUSMean <= 0 ||
+			res.BatchUSP99 < res.BatchUSMean/100 || res.PeakRSSMB <= 0 {
+			t.Fatalf("%s: implausible result %+v", pol, res)
+		}
+	}
+	// Beyond 2^31 rows the lazy plan, without a lengths array.
+	res, err := PlanBench(PlanConfig{Rows: 3_000_000_000, Policy: planner.Bucketed, BatchSize: 16, Samples: 20})
+	if err != nil || res.Planner != "lazy" || res.Batches != 3_000_000_000/16 || res.PeakRSSMB > 2000 {
+		t.Fatalf("3e9 rows: %+v, %v", res, err)
+	}
+	if _, err := PlanBench(PlanConfig{Rows: 1 << 31, Policy: planner.Bucketed, BatchSize: 16, Samples: 1, Planner: "exact"}); !errors.Is(err, planner.ErrTooLarge) {
+		t.Fatalf("2^31 rows with the exact planner: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestPlanBenchQuality(t *testing.T) {
+	for _, pl := range []string{"exact", "lazy"} {
+		res, err := PlanBench(PlanConfig{Rows: 200_000, Policy: planner.Bucketed, BatchSize: 16, Samples: 10, Planner: pl, Quality: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := res.Adjacency
+		// One window of the lazy plan holds all 200 000 rows: both are full shuffles (p50 of a random order: 0.293).
+		if a == nil || a.P50 < 0.25 || a.P50 > 0.34 || a.P01 > a.P10 || a.P10 > a.P50 || a.P50 > a.P90 || a.SameBatch > 0.01 {
+			t.Fatalf("%s: adjacency %+v", pl, a)
+		}
+	}
+}
+
+// The parallel counting pass gives the plan the serial one gives.
+func TestParallelCountingPass(t *testing.T) {
+	syn := planner.Synthetic{Rows: 3_000_000, Seed: 1}
+	cfg := planner.Config{Policy: planner.Tokens, TokenBudget: 65536}
+	serial, err := planner.NewLazyPlan(syn, "fp", 1, 0, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	par, err := planner.NewLazyPlan(syn, "fp", 1, 0, cfg, parallel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serial.Windows() < 2 || serial.Hash() != par.Hash() || serial.Len() != par.Len() {
+		t.Fatalf("serial %d windows, %d batches, %s; parallel %d batches, %s", serial.Windows(), serial.Len(), serial.Hash(), par.Len(), par.Hash())
+	}
+}

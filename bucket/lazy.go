@@ -1,0 +1,622 @@
+package bucket
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"sync"
+)
+
+// Lazy block plans: epoch plans whose memory does not grow with the rows (see the package documentation, "Lazy
+// plans"). Rows are grouped into blocks of LazyBlockRows consecutive rows; a keyed permutation of the blocks, a
+// keyed permutation of the rows of each window of LazyWindowBlocks permuted blocks and a keyed permutation of each
+// window's batches are evaluated at any index (Feistel networks with cycle walking), so global batch g is built on
+// demand from one mega-batch's rows.
+
+const (
+	// LazyBlockRows is the rows of a block of a lazy plan (the last block of a dataset may be shorter).
+	LazyBlockRows = 1 << lazyBlockBits
+	// LazyWindowBlocks is the blocks of a window: rows are shuffled, length-grouped and batched inside a window.
+	LazyWindowBlocks = 16
+	// LazyThreshold: [NewEpochPlan] plans datasets of at most this many rows with [NewPlan] (today's exact plans,
+	// golden-tested, whose resume states stay valid) and larger ones with [NewLazyPlan].
+	LazyThreshold = 1 << 27
+
+	lazyBlockBits = 16
+
+	// Random streams of lazy plans (see rng.go for 1–3; 4 is the mixture's).
+	streamLazyBlocks  uint64 = 5 // block permutation
+	streamLazyRows    uint64 = 6 // row permutation of each window
+	streamLazyBatches uint64 = 7 // batch-order permutation of each window
+
+	lazyAlgorithm = "gload/plan/lazy-blocks/v1"
+	feistelRounds = 6
+)
+
+// Runner runs f(0) … f(n−1), in any order and concurrently if it likes, and returns when all have returned. nil
+// runs them one after another. Lazy plans use it for their counting pass (package bucket starts no goroutines of
+// its own); the result does not depend on the Runner.
+type Runner func(n int, f func(i int))
+
+// EpochPlan is an epoch plan, exact ([Plan]) or lazy ([LazyPlan]).
+type EpochPlan interface {
+	Len() int
+	Batch(g int) Batch
+	Assign(start, rank, world, worker, workers int) ([]int, error)
+	Hash() string
+}
+
+var (
+	_ EpochPlan = (*Plan)(nil)
+	_ EpochPlan = (*LazyPlan)(nil)
+)
+
+// NewEpochPlan plans one epoch of lengths: with [NewPlan] (over the lengths copied into a slice unless they are a
+// [SliceLengths]) when the dataset has at most [LazyThreshold] rows, or when the policy is packed or the plan
+// sequential (the lazy plan does not do those yet: at most 2^31−1 rows), else with [NewLazyPlan].
+func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (EpochPlan, error) {
+	n := lengths.Len()
+	if n > LazyThreshold && cfg.Policy != Packed && !cfg.Sequential {
+		return NewLazyPlan(lengths, fingerprint, seed, epoch, cfg, run)
+	}
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("plan %d rows: %w (packed and sequential plans: at most %d rows)", n, ErrTooLarge, math.MaxInt32)
+	}
+	s, ok := lengths.(SliceLengths)
+	if !ok {
+		s = make(SliceLengths, n)
+		for i := range s {
+			s[i] = lengths.Length(int64(i))
+		}
+	}
+	return NewPlan(s, fingerprint, seed, epoch, cfg)
+}
+
+// LazyPlan is one epoch's batches, computed on demand (see the package documentation, "Lazy plans"). It holds
+// O(windows) memory plus, under tokens, a few windows' mega-batch tables. It is safe for concurrent use.
+type LazyPlan struct {
+	cfg         Config
+	fingerprint string
+	seed        uint64
+	epoch       int
+	lengths     Lengths
+	pd          padder
+
+	n        int64 // rows
+	nblocks  int64
+	lastRows int64 // rows of block nblocks−1
+	blocks   feistel
+	keyRows  uint64
+	keyBatch uint64
+	winEnd   []int64 // global batches of windows 0 … w: winEnd[w]
+	winRows  []int32 // rows of window w
+	order0   []int32 // with a warm-up: window 0's internal batch at each of its positions
+
+	mu     sync.Mutex
+	cache  []*winTable // the most recently built window tables, newest last
+	last   int64       // window of the last Batch call
+	streak int32       // calls in a row for window last
+}
+
+// NewLazyPlan plans one epoch of lengths as a lazy block plan. It supports the bucketed and tokens policies with
+// BatchSize, TokenBudget, MaxLength, PadMultiple, Boundaries, MegaBatchMult, Remainder, WarmupShapes and PlanWorld
+// (a warm-up within the first window: see the package documentation); AutoBuckets, ShuffleWindow, Sequential and
+// packed are errors. Under tokens it reads every length once (the counting pass, through run); under bucketed none.
+func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (*LazyPlan, error) {
+	c, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	if epoch < 0 {
+		return nil, cfgErr("epoch", "must be >= 0, got %d", epoch)
+	}
+	switch {
+	case c.Policy == Packed:
+		return nil, cfgErr("policy", "the lazy plan does not pack yet (packed plans: at most %d rows)", math.MaxInt32)
+	case c.Sequential:
+		return nil, cfgErr("sequential", "not supported by the lazy plan")
+	case c.AutoBuckets > 0:
+		return nil, cfgErr("auto_buckets", "not supported by the lazy plan (it needs the whole length histogram); give boundaries")
+	case c.ShuffleWindow > 0:
+		return nil, cfgErr("shuffle_window", "not supported by the lazy plan (it reads the dataset in windows of %d rows already)", LazyBlockRows*LazyWindowBlocks)
+	}
+	if run == nil {
+		run = func(n int, f func(int)) {
+			for i := range n {
+				f(i)
+			}
+		}
+	}
+	n := lengths.Len()
+	if n < 0 {
+		return nil, fmt.Errorf("lazy plan: %d rows", n)
+	}
+	p := &LazyPlan{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch, lengths: lengths, n: n, last: -1}
+	limit := lengthLimit(c.MaxLength)
+	if len(c.Boundaries) > 0 {
+		p.pd = newBoundsPadder(limit, c.Boundaries)
+	} else {
+		p.pd = newMultiplePadder(limit, c.PadMultiple)
+	}
+	p.nblocks = (n + LazyBlockRows - 1) / LazyBlockRows
+	p.lastRows = n - (p.nblocks-1)*LazyBlockRows
+	p.blocks = newFeistel(uint64(p.nblocks), streamKey(fingerprint, seed, epoch, streamLazyBlocks))
+	p.keyRows = streamKey(fingerprint, seed, epoch, streamLazyRows)
+	p.keyBatch = streamKey(fingerprint, seed, epoch, streamLazyBatches)
+	if c.Policy == Tokens {
+		if err := p.checkBudget(); err != nil {
+			return nil, err
+		}
+	}
+	nwin := int((p.nblocks + LazyWindowBlocks - 1) / LazyWindowBlocks)
+	p.winRows = make([]int32, nwin)
+	counts := make([]int64, nwin)
+	run(nwin, func(w int) {
+		var blk [LazyWindowBlocks]int64
+		_, rows := p.windowBlocks(int64(w), &blk)
+		p.winRows[w] = int32(rows)
+		if c.Policy == Bucketed {
+			mb := int64(c.MegaBatchMult) * int64(c.BatchSize)
+			full, rem := rows/mb, rows%mb
+			counts[w] = full*int64(c.MegaBatchMult) + (rem+int64(c.BatchSize)-1)/int64(c.BatchSize)
+			return
+		}
+		counts[w] = int64(len(p.buildWindow(int64(w)).boff) - 1)
+	})
+	p.winEnd = make([]int64, nwin)
+	var sum int64
+	for w, k := range counts {
+		sum += k
+		p.winEnd[w] = sum
+	}
+	if sum > math.MaxInt {
+		return nil, fmt.Errorf("lazy plan: %w: %d batches", ErrTooLarge, sum)
+	}
+	if c.WarmupShapes && nwin > 0 {
+		p.warmup()
+	}
+	return p, nil
+}
+
+// checkBudget fails when the longest padded row exceeds the token budget (one pass over the lengths).
+func (p *LazyPlan) checkBudget() error {
+	budget := int64(p.cfg.TokenBudget)
+	for i := range p.n {
+		if v := p.pd.pad(p.pd.eff(p.lengths.Length(i))); v > budget {
+			return fmt.Errorf("%w: token_budget %d is smaller than row %d (length %d, padded %d)",
+				ErrTokenBudget, budget, i, p.lengths.Length(i), v)
+		}
+	}
+	return nil
+}
+
+// Len returns the number of global batches.
+func (p *LazyPlan) Len() int {
+	if len(p.winEnd) == 0 {
+		return 0
+	}
+	return int(p.winEnd[len(p.winEnd)-1])
+}
+
+// Rows returns the dataset's rows.
+func (p *LazyPlan) Rows() int64 { return p.n }
+
+// Windows returns the number of windows.
+func (p *LazyPlan) Windows() int { return len(p.winEnd) }
+
+// WindowBatches returns the global batches [lo, hi) of window w.
+func (p *LazyPlan) WindowBatches(w int) (lo, hi int) {
+	if w > 0 {
+		lo = int(p.winEnd[w-1])
+	}
+	return lo, int(p.winEnd[w])
+}
+
+// WindowBlocks returns the blocks of window w (block b holds rows [b·LazyBlockRows, min((b+1)·LazyBlockRows, rows))).
+func (p *LazyPlan) WindowBlocks(w int) []int64 {
+	var blk [LazyWindowBlocks]int64
+	k, _ := p.windowBlocks(int64(w), &blk)
+	return append([]int64(nil), blk[:k]...)
+}
+
+// Config returns the plan's configuration with defaults applied.
+func (p *LazyPlan) Config() Config { return p.cfg }
+
+// Assign deals the plan's batches exactly as [Plan.Assign] does.
+func (p *LazyPlan) Assign(start, rank, world, worker, workers int) ([]int, error) {
+	return assign(p.Len(), p.cfg.Remainder, start, rank, world, worker, workers)
+}
+
+// PerRank is [Plan.PerRank].
+func (p *LazyPlan) PerRank(start, world int) int {
+	return perRank(p.Len(), p.cfg.Remainder, start, world)
+}
+
+// Hash identifies the plan without building its batches: 32 hex digits of SHA-256 over
+//
+//	"gload/plan/lazy-blocks/v1" 0x00 ‖ u64le(LazyBlockRows) ‖ u64le(LazyWindowBlocks) ‖ u64le(rows) ‖
+//	u64le(len(fingerprint)) ‖ fingerprint ‖ u64le(seed) ‖ u64le(epoch) ‖ the policy (see appendPolicy) ‖
+//	u64le(PlanWorld with WarmupShapes, else 0) ‖
+//	u64le(windows) ‖ u64le(global batches after window w) for every window
+//
+// The plan is a pure function of these (the lengths enter through the fingerprint, and under tokens through the
+// batch counts too), and the algorithm is named, so no lazy plan hashes like an exact one.
+func (p *LazyPlan) Hash() string {
+	h := sha256.New()
+	var b []byte
+	u := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	b = append(b, lazyAlgorithm...)
+	b = append(b, 0)
+	u(LazyBlockRows)
+	u(LazyWindowBlocks)
+	u(uint64(p.n))
+	u(uint64(len(p.fingerprint)))
+	b = append(b, p.fingerprint...)
+	u(p.seed)
+	u(uint64(p.epoch))
+	b = p.cfg.appendPolicy(b)
+	if p.cfg.WarmupShapes {
+		u(uint64(p.cfg.PlanWorld))
+	} else {
+		u(0)
+	}
+	u(uint64(len(p.winEnd)))
+	for _, e := range p.winEnd {
+		u(uint64(e))
+		if len(b) > 60<<10 {
+			h.Write(b)
+			b = b[:0]
+		}
+	}
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// appendPolicy appends the plan-shaping fields of a normalized config: u64le(len) ‖ bytes of policy and remainder,
+// then u64le of BatchSize, TokenBudget, SeqLen, MaxLength, PadMultiple, MegaBatchMult, SplitDocs (0/1),
+// len(Boundaries) and each boundary.
+func (c Config) appendPolicy(b []byte) []byte {
+	for _, s := range []string{string(c.Policy), string(c.Remainder)} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	split := 0
+	if c.SplitDocs {
+		split = 1
+	}
+	for _, v := range []int{c.BatchSize, c.TokenBudget, c.SeqLen, c.MaxLength, c.PadMultiple, c.MegaBatchMult, split, len(c.Boundaries)} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	for _, v := range c.Boundaries {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	return b
+}
+
+// windowBlocks writes the blocks of window w to blk — the permuted blocks w·LazyWindowBlocks … in permuted order,
+// except that the dataset's last block, when it is shorter, goes last — and returns their count and rows.
+func (p *LazyPlan) windowBlocks(w int64, blk *[LazyWindowBlocks]int64) (k int, rows int64) {
+	lo := w * LazyWindowBlocks
+	hi := min(lo+LazyWindowBlocks, p.nblocks)
+	short := -1
+	for i := lo; i < hi; i++ {
+		b := int64(p.blocks.at(uint64(i)))
+		blk[k] = b
+		if b == p.nblocks-1 {
+			short = k
+			rows += p.lastRows
+		} else {
+			rows += LazyBlockRows
+		}
+		k++
+	}
+	if short >= 0 {
+		blk[short], blk[k-1] = blk[k-1], blk[short]
+	}
+	return k, rows
+}
+
+// window is what building a batch of one window needs: its blocks and its row permutation.
+type window struct {
+	blk  [LazyWindowBlocks]int64
+	rows int64
+	perm feistel
+}
+
+func (p *LazyPlan) window(w int64) *window {
+	win := &window{}
+	_, win.rows = p.windowBlocks(w, &win.blk)
+	win.perm = newFeistel(uint64(win.rows), splitmixAt(p.keyRows, uint64(w)+1))
+	return win
+}
+
+// row returns the dataset row at shuffled position q of the window.
+func (win *window) row(q int64) int64 {
+	x := int64(win.perm.at(uint64(q)))
+	return win.blk[x>>lazyBlockBits]<<lazyBlockBits | x&(LazyBlockRows-1)
+}
+
+// winTable is window w built whole: its rows in window-position order with every mega-batch sorted longest first
+// (ties in shuffled order), and internal batch t = rows[boff[t]:boff[t+1]].
+type winTable struct {
+	w    int64
+	rows []int64
+	effs []uint32
+	boff []int32
+}
+
+// buildWindow builds window w's table (one pass over its rows: O(window) time and memory).
+func (p *LazyPlan) buildWindow(w int64) *winTable {
+	win := p.window(w)
+	m := int(win.rows)
+	t := &winTable{w: w, rows: make([]int64, m), effs: make([]uint32, m), boff: []int32{0}}
+	var idx, scratchR []int32
+	var scratchK []uint32
+	var rows []int64
+	megaTokens := int64(p.cfg.MegaBatchMult) * int64(p.cfg.TokenBudget)
+	megaRows := p.cfg.MegaBatchMult * p.cfg.BatchSize
+	for q := range m {
+		t.rows[q] = win.row(int64(q))
+		t.effs[q] = uint32(p.pd.eff(p.lengths.Length(t.rows[q])))
+	}
+	for lo := 0; lo < m; {
+		hi := lo + 1
+		if p.cfg.Policy == Bucketed {
+			hi = min(lo+megaRows, m)
+		} else {
+			sum := p.pd.pad(int64(t.effs[lo]))
+			for hi < m {
+				v := p.pd.pad(int64(t.effs[hi]))
+				if sum+v > megaTokens {
+					break
+				}
+				sum += v
+				hi++
+			}
+		}
+		k := hi - lo
+		if cap(idx) < k {
+			idx, scratchR, scratchK, rows = make([]int32, k), make([]int32, k), make([]uint32, k), make([]int64, k)
+		}
+		idx, rows = idx[:k], rows[:k]
+		for i := range k {
+			idx[i] = int32(i)
+		}
+		sortDesc(t.effs[lo:hi], idx, scratchK[:k], scratchR[:k])
+		copy(rows, t.rows[lo:hi])
+		for i, j := range idx {
+			t.rows[lo+i] = rows[j]
+		}
+		for s := lo; s < hi; {
+			s += p.cut(t.effs[s:hi])
+			t.boff = append(t.boff, int32(s))
+		}
+		lo = hi
+	}
+	return t
+}
+
+// cut returns the rows of the batch that starts with effs[0] in a mega-batch sorted longest first.
+func (p *LazyPlan) cut(effs []uint32) int {
+	cnt := p.cfg.BatchSize
+	if p.cfg.Policy == Tokens {
+		cnt = int(int64(p.cfg.TokenBudget) / p.pd.pad(int64(effs[0])))
+		if p.cfg.BatchSize > 0 {
+			cnt = min(cnt, p.cfg.BatchSize)
+		}
+	}
+	return max(1, min(cnt, len(effs)))
+}
+
+// table returns window w's table from the cache of the two most recently built ones, building it if asked
+// (build) or when the calls before this one read window w often enough (a consumer reading the window's batches
+// in turn); nil otherwise.
+func (p *LazyPlan) table(w int64, build bool) *winTable {
+	p.mu.Lock()
+	for _, t := range p.cache {
+		if t.w == w {
+			p.mu.Unlock()
+			return t
+		}
+	}
+	if p.last == w {
+		p.streak++
+	} else {
+		p.last, p.streak = w, 1
+	}
+	// Ski rental: a window read in turn is built once its mega-batch reads have cost about as much as building it
+	// (R/(M·B) reads), so a consumer of the whole window pays at most twice the cheaper way, and sampled reads
+	// spread over the epoch never build one.
+	build = build || p.streak > p.winRows[w]/int32(p.cfg.MegaBatchMult*max(p.cfg.BatchSize, 1))
+	p.mu.Unlock()
+	if !build {
+		return nil
+	}
+	t := p.buildWindow(w)
+	p.mu.Lock()
+	if len(p.cache) >= 2 {
+		p.cache = append(p.cache[:0], p.cache[1:]...)
+	}
+	p.cache = append(p.cache, t)
+	p.mu.Unlock()
+	return t
+}
+
+// warmup reorders window 0's batches as [Plan]'s warm-up reorders a plan's: for each shape of window 0 in
+// warm-up order (Length descending, then Rows descending) that has at least PlanWorld batches there, the first
+// PlanWorld of them in the window's batch order move to the front, shape after shape; every other batch keeps its
+// order. It builds window 0 (kept in the cache, ready for the first batches).
+func (p *LazyPlan) warmup() {
+	t := p.buildWindow(0)
+	nb := len(t.boff) - 1
+	bperm := newFeistel(uint64(nb), splitmixAt(p.keyBatch, 1))
+	seq := make([]int32, nb)
+	for j := range seq {
+		seq[j] = int32(bperm.at(uint64(j)))
+	}
+	ids := map[Shape]int{}
+	var shapes []Shape
+	var counts []int
+	shapeOf := make([]int32, nb)
+	for b := range nb {
+		lo, hi := t.boff[b], t.boff[b+1]
+		sh := Shape{Rows: int(hi - lo), Length: int(p.pd.pad(int64(t.effs[lo])))}
+		id, ok := ids[sh]
+		if !ok {
+			id = len(shapes)
+			ids[sh] = id
+			shapes = append(shapes, sh)
+			counts = append(counts, 0)
+		}
+		shapeOf[b] = int32(id)
+		counts[id]++
+	}
+	order := append([]Shape(nil), shapes...)
+	sortShapes(order)
+	w := p.cfg.PlanWorld
+	picked := make([][]int32, len(shapes))
+	moved := make([]bool, nb)
+	for _, b := range seq {
+		id := shapeOf[b]
+		if counts[id] >= w && len(picked[id]) < w {
+			picked[id] = append(picked[id], b)
+			moved[b] = true
+		}
+	}
+	out := make([]int32, 0, nb)
+	for _, sh := range order {
+		out = append(out, picked[ids[sh]]...)
+	}
+	if len(out) == 0 {
+		return
+	}
+	for _, b := range seq {
+		if !moved[b] {
+			out = append(out, b)
+		}
+	}
+	p.order0 = out
+	p.cache = append(p.cache, t)
+}
+
+// Shape returns the shape of global batch g (it builds the batch).
+func (p *LazyPlan) Shape(g int) Shape {
+	b := p.Batch(g)
+	return Shape{Rows: b.Rows, Length: b.Length}
+}
+
+// Batch builds global batch g, g in [0, Len()); it panics, like a slice index, for any other g:
+//
+//  1. window w is the one whose batches hold g (binary search of the prefix table), j = g − its first batch;
+//  2. the window's internal batch t is the batch permutation of window w at j;
+//  3. the window's rows, in the order of its row permutation, are cut into mega-batches (bucketed: M·B rows;
+//     tokens: the longest run whose padded lengths sum to ≤ M·TokenBudget, at least one row), each sorted by
+//     delivered length descending, ties in shuffled order, and cut into batches as [NewPlan] cuts them; internal
+//     batch t, counted over the window's mega-batches in order, is returned.
+//
+// A bucketed batch is built from its mega-batch alone (every mega-batch but a window's last has M batches);
+// otherwise, and when consecutive calls read one window, the whole window is built once and kept (two windows).
+func (p *LazyPlan) Batch(g int) Batch {
+	w, t := p.locate(g)
+	if tb := p.table(w, p.cfg.Policy != Bucketed); tb != nil {
+		return p.fromTable(tb, t)
+	}
+	return p.fromMega(w, t)
+}
+
+// locate returns the window of global batch g and its internal batch index there.
+func (p *LazyPlan) locate(g int) (w, t int64) {
+	if g < 0 || g >= p.Len() {
+		panic(fmt.Sprintf("bucket: batch index %d out of range [0:%d)", g, p.Len()))
+	}
+	wi := sort.Search(len(p.winEnd), func(i int) bool { return p.winEnd[i] > int64(g) })
+	lo, hi := p.WindowBatches(wi)
+	if wi == 0 && p.order0 != nil {
+		return 0, int64(p.order0[g])
+	}
+	bperm := newFeistel(uint64(hi-lo), splitmixAt(p.keyBatch, uint64(wi)+1))
+	return int64(wi), int64(bperm.at(uint64(g - lo)))
+}
+
+func (p *LazyPlan) fromTable(tb *winTable, t int64) Batch {
+	lo, hi := int(tb.boff[t]), int(tb.boff[t+1])
+	b := Batch{Rows: hi - lo, Length: int(p.pd.pad(int64(tb.effs[lo]))), Pieces: make([]Piece, hi-lo)}
+	for k := lo; k < hi; k++ {
+		b.Pieces[k-lo] = Piece{Index: int(tb.rows[k]), Len: int(tb.effs[k])}
+	}
+	return b
+}
+
+// fromMega builds bucketed internal batch t of window w from its mega-batch only.
+func (p *LazyPlan) fromMega(w, t int64) Batch {
+	win := p.window(w)
+	mm := int64(p.cfg.MegaBatchMult)
+	mb := mm * int64(p.cfg.BatchSize)
+	k := t / mm
+	mlo, mhi := k*mb, min((k+1)*mb, win.rows)
+	m := int(mhi - mlo)
+	rows := make([]int64, m)
+	effs := make([]uint32, m)
+	idx := make([]int32, m)
+	for i := range m {
+		rows[i] = win.row(mlo + int64(i))
+		effs[i] = uint32(p.pd.eff(p.lengths.Length(rows[i])))
+		idx[i] = int32(i)
+	}
+	sortDesc(effs, idx, make([]uint32, m), make([]int32, m))
+	s := int((t - k*mm) * int64(p.cfg.BatchSize))
+	cnt := p.cut(effs[s:])
+	b := Batch{Rows: cnt, Length: int(p.pd.pad(int64(effs[s]))), Pieces: make([]Piece, cnt)}
+	for i := range cnt {
+		b.Pieces[i] = Piece{Index: int(rows[idx[s+i]]), Len: int(effs[s+i])}
+	}
+	return b
+}
+
+// feistel is a keyed pseudo-random permutation of [0, n) evaluated at any index: a balanced Feistel network of
+// feistelRounds rounds over 2h-bit values (h = ⌈log2 n / 2⌉, at least 1), round r mapping (L, R) to
+// (R, L xor (mix64(R xor k_r) mod 2^h)), with k_r = SplitMix64 output r+1 of the key; values ≥ n are walked
+// through the network again until one falls below n (cycle walking; the domain is under 4n, so under 4 walks on
+// average).
+type feistel struct {
+	n    uint64
+	half uint
+	mask uint64
+	keys [feistelRounds]uint64
+}
+
+func newFeistel(n, key uint64) feistel {
+	f := feistel{n: n}
+	if n <= 1 {
+		return f
+	}
+	b := uint(bits.Len64(n - 1))
+	f.half = max((b+1)/2, 1)
+	f.mask = 1<<f.half - 1
+	for r := range f.keys {
+		f.keys[r] = splitmixAt(key, uint64(r)+1)
+	}
+	return f
+}
+
+// at returns the permutation's value at i (i < n).
+func (f *feistel) at(i uint64) uint64 {
+	if f.n <= 1 {
+		return i
+	}
+	x := i
+	for {
+		l, r := x>>f.half, x&f.mask
+		for _, k := range f.keys {
+			l, r = r, l^(mix64(r^k)&f.mask)
+		}
+		x = l<<f.half | r
+		if x < f.n {
+			return x
+		}
+	}
+}
