@@ -5,8 +5,7 @@ and gload.hf.GloadTrainer hands them to the model as they are, so the loss cover
 
     gload tokenize --format chat --tokenizer tokenizer.json --chat-template tokenizer_config.json \
         --out data/sft sft.jsonl
-    gload serve --dataset sft=data/sft --listen unix:///tmp/gload.sock &
-    python3 hf_trainer_sft.py --addr unix:///tmp/gload.sock --dataset sft --vocab 4096 --out /tmp/sft [--resume]
+    python3 hf_trainer_sft.py --dataset data/sft --vocab 4096 --out /tmp/sft [--resume]
 
 The model is a tiny causal LM built from a config in code (no hub download); load your own with
 AutoModelForCausalLM.from_pretrained and give its tokenizer's vocabulary instead. GPT2LMHeadModel shifts the labels
@@ -32,7 +31,7 @@ def make_trainer(addr: str, dataset: str, out: str, steps: int, vocab: int, save
 
     # Default keys are input_ids, attention_mask, labels: what the model's forward takes. With a labels column in the
     # dataset, `labels` is the stored SFT mask (-100 where not trained, and at padding), not derived from input_ids.
-    loader = gload.Loader(addr, dataset, max_length=512, pad_multiple=32, transport="grpc")
+    loader = gload.Loader(*((addr, dataset) if addr else (dataset,)), max_length=512, pad_multiple=32, transport="grpc")
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_positions=512, n_layer=1, n_head=2, n_embd=64))
     kw = dict(output_dir=out, max_steps=steps, save_steps=save_steps or max(steps // 2, 1), logging_steps=1,
@@ -45,8 +44,8 @@ def make_trainer(addr: str, dataset: str, out: str, steps: int, vocab: int, save
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--addr", default="unix:///tmp/gload.sock")
-    p.add_argument("--dataset", default="sft")
+    p.add_argument("--addr", default=None, help="a gload serve to use (then --dataset is one of its dataset names); default: the job's own server, started for --dataset")
+    p.add_argument("--dataset", default="data/sft", help="a dataset directory (gload tokenize --out), or with --addr a dataset name")
     p.add_argument("--out", default="/tmp/gload-sft")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--save-steps", type=int, default=0, help="default: half of --steps")

@@ -6,7 +6,7 @@ and len(train_dataloader), then calls accelerator.skip_first_batches - exactly a
 
 The lines that differ from the original's data handling (everything else is the original's loop):
 
-    loader = gload.Loader(addr, dataset, batch_size=..., keys=("input_ids", "attention_mask", "labels"))
+    loader = gload.Loader("data/wiki", batch_size=..., keys=("input_ids", "attention_mask", "labels"))
     train_dataloader = DataLoader(loader, batch_size=None)         # was: DataLoader(train_dataset, shuffle=True, ...)
     accelerator.register_for_checkpointing(loader)                 # new: the loader's position goes into save_state
 
@@ -17,8 +17,7 @@ accelerate's wrapper reads ahead out of its saved state, and gives len(train_dat
 resumed run trains on the batches the uninterrupted run trains on, in the same epochs. One process (the wrapper
 re-shards across processes, which gload refuses with a message: it already shards by rank).
 
-    gload serve --dataset wiki=/data/wiki --listen unix:///tmp/gload.sock &
-    python3 run_clm_no_trainer_gload.py --addr unix:///tmp/gload.sock --dataset wiki --output-dir out \
+    python3 run_clm_no_trainer_gload.py --dataset data/wiki --output-dir out \
         --num-train-epochs 2 --checkpointing-steps 20 [--resume-from-checkpoint out/step_20]
 
 Each step prints "step N epoch E loss L batch CRC" so two runs can be compared step by step.
@@ -69,8 +68,8 @@ def _accelerator() -> Accelerator:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--addr", default="unix:///tmp/gload.sock")
-    p.add_argument("--dataset", default="wiki")
+    p.add_argument("--addr", default=None, help="a gload serve to use (then --dataset is one of its dataset names); default: the job's own server, started for --dataset")
+    p.add_argument("--dataset", default="data/wiki", help="a dataset directory (gload tokenize --out), or with --addr a dataset name")
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-length", type=int, default=256)
@@ -87,7 +86,7 @@ def main(argv=None) -> None:
 
     accelerator = _accelerator()
     torch.manual_seed(args.seed)
-    loader = gload.Loader(args.addr, args.dataset, batch_size=args.batch_size, max_length=args.max_length,
+    loader = gload.Loader(*((args.addr, args.dataset) if args.addr else (args.dataset,)), batch_size=args.batch_size, max_length=args.max_length,
                           seed=args.seed,
                           keys=("input_ids", "attention_mask", "labels"))
     # generator: torch's DataLoader draws a seed from torch's global RNG for every iterator it makes unless it has a

@@ -3,8 +3,7 @@
 iterated as it is, and the loader's state saved and restored with the checkpoint by accelerate itself
 (register_for_checkpointing: a Loader has state_dict/load_state_dict).
 
-    gload serve --dataset wiki=/data/wiki --listen unix:///tmp/gload.sock &
-    accelerate launch train_accelerate.py --addr unix:///tmp/gload.sock --dataset wiki --ckpt /tmp/acc [--steps N]
+    accelerate launch train_accelerate.py --dataset data/wiki --ckpt /tmp/acc [--steps N]
     (or plain python3 on one process; each process's Loader takes its rank from the launcher's RANK/WORLD_SIZE)
 
 Why the dataloader is not prepared here: accelerate's DataLoader wrapper re-shards an IterableDataset's batches across
@@ -43,8 +42,8 @@ class TinyLM(torch.nn.Module):
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--addr", default="unix:///tmp/gload.sock")
-    p.add_argument("--dataset", default="wiki")
+    p.add_argument("--addr", default=None, help="a gload serve to use (then --dataset is one of its dataset names); default: the job's own server, started for --dataset")
+    p.add_argument("--dataset", default="data/wiki", help="a dataset directory (gload tokenize --out), or with --addr a dataset name")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--ckpt", default="", help="accelerate checkpoint directory (loaded when it exists)")
@@ -53,7 +52,7 @@ def main(argv=None) -> None:
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     # Next-token targets (labels="shifted") for a loop that computes the loss itself; -100 = F.cross_entropy's default.
-    loader = gload.Loader(a.addr, a.dataset, batch_size=16, max_length=256, pad_multiple=64, labels="shifted",
+    loader = gload.Loader(*((a.addr, a.dataset) if a.addr else (a.dataset,)), batch_size=16, max_length=256, pad_multiple=64, labels="shifted",
                           keys=("input_ids", "labels"), seed=0)
     torch.manual_seed(0)
     model = TinyLM(a.vocab)

@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gload  # noqa: E402
 
 p = argparse.ArgumentParser()
-p.add_argument("--addr", default=None, help="gload server (default: gload serve's default socket, or $GLOAD_ADDR)")
-p.add_argument("--dataset", default="wiki")
+p.add_argument("--addr", default=None, help="a gload serve to use (then --dataset is one of its dataset names); default: the job's own server, started for --dataset")
+p.add_argument("--dataset", default="data/wiki", help="a dataset directory (gload tokenize --out), or with --addr a dataset name")
 p.add_argument("--epochs", type=int, default=1)
 p.add_argument("--steps", type=int, default=0)
 p.add_argument("--vocab", type=int, default=128256)
@@ -39,7 +39,7 @@ if cuda:
     torch.cuda.set_device(device)
 
 # One server per node: every local rank uses the node's socket (shared memory needs the same host).
-loader = gload.Loader(args.addr, args.dataset, batch_size=16, pad_multiple=128, max_length=1024, device=device,
+loader = gload.Loader(*((args.addr, args.dataset) if args.addr else (args.dataset,)), batch_size=16, pad_multiple=128, max_length=1024, device=device,
                       transport="shm" if args.addr.startswith("unix:") else "grpc",
                       keys=("input_ids", "labels"))
 model = nn.parallel.DistributedDataParallel(

@@ -2,8 +2,7 @@
 """nanoGPT's train.py loop fed by gload, resumable exactly: the model returns logits, the loop computes the loss
 itself, so the targets are next-token targets (labels="shifted") with nanoGPT's ignore index -1.
 
-    gload serve --dataset train=/data/train --dataset val=/data/val --listen unix:///tmp/gload.sock &
-    python3 train_nanogpt.py --addr unix:///tmp/gload.sock --dataset train --val-dataset val --max-iters 200 \
+    python3 train_nanogpt.py --dataset data/train --val-dataset data/val --max-iters 200 \
         --out-dir out [--init-from resume]
 
 What differs from nanoGPT's train.py, and why (nanoGPT's get_batch('train') fetches the next batch *before* the step
@@ -54,8 +53,8 @@ class TinyGPT(torch.nn.Module):
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--addr", default="unix:///tmp/gload.sock")
-    p.add_argument("--dataset", default="train")
+    p.add_argument("--addr", default=None, help="a gload serve to use (then --dataset is one of its dataset names); default: the job's own server, started for --dataset")
+    p.add_argument("--dataset", default="data/train", help="a dataset directory (gload tokenize --out), or with --addr a dataset name")
     p.add_argument("--val-dataset", default="")
     p.add_argument("--out-dir", default="out")
     p.add_argument("--init-from", default="scratch", choices=["scratch", "resume"])
@@ -73,7 +72,7 @@ def main(argv=None) -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
 
     def make_loader(dataset: str, **kw) -> gload.Loader:
-        return gload.Loader(a.addr, dataset, batch_size=a.batch_size, max_length=a.block_size, pad_multiple=64,
+        return gload.Loader(*((a.addr, dataset) if a.addr else (dataset,)), batch_size=a.batch_size, max_length=a.block_size, pad_multiple=64,
                             labels="shifted", ignore_index=-1, keys=("input_ids", "labels"),
                             device=device if device == "cuda" else None, **kw)
 

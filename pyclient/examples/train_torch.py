@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A plain PyTorch training loop fed by gload.
 
-    gload tokenize --tokenizer tokenizer.json --out /data/wiki wiki.jsonl.gz
-    gload serve --dataset wiki=/data/wiki &   # listens on the user's private socket (gload.default_address())
-    python3 train_torch.py --dataset wiki --epochs 2 [--resume ckpt.pt]
+    gload tokenize --tokenizer tokenizer.json --out data/wiki wiki.jsonl.gz
+    python3 train_torch.py --dataset data/wiki --epochs 2 [--resume ckpt.pt]
+
+The Loader starts (or joins) this job's gload server for the dataset directory; --addr names a `gload serve` of
+your own instead, and --dataset then one of its dataset names.
 
 Batches arrive on the GPU (shared-memory ring, page-locked, copied on a side stream); the loop never tokenizes,
 pads or collates. The checkpoint holds the loader's state, so a resumed run continues the same epoch plan exactly
@@ -21,8 +23,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gload  # noqa: E402
 
 p = argparse.ArgumentParser()
-p.add_argument("--addr", default=None, help="gload server (default: gload serve's default socket, or $GLOAD_ADDR)")
-p.add_argument("--dataset", default="wiki")
+p.add_argument("--addr", default=None, help="a gload serve to use (then --dataset is one of its dataset names); default: the job's own server, started for --dataset")
+p.add_argument("--dataset", default="data/wiki", help="a dataset directory (gload tokenize --out), or with --addr a dataset name")
 p.add_argument("--epochs", type=int, default=1)
 p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: run the epochs)")
 p.add_argument("--vocab", type=int, default=128256)
@@ -31,8 +33,9 @@ p.add_argument("--save", default="ckpt.pt")
 args = p.parse_args()
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-loader = gload.Loader(args.addr, args.dataset, batch_size=16, pad_multiple=128, max_length=1024, seed=0,
-                      prefetch=8, transport="shm", device=device, keys=("input_ids", "attention_mask", "labels"))
+source = (args.addr, args.dataset) if args.addr else (args.dataset,)
+loader = gload.Loader(*source, batch_size=16, pad_multiple=128, max_length=1024, seed=0, prefetch=8, transport="shm",
+                      device=device, keys=("input_ids", "attention_mask", "labels"))
 print("shapes this epoch:", loader.shapes())
 
 model = nn.Sequential(nn.Embedding(args.vocab, 256), nn.Linear(256, args.vocab)).to(device)

@@ -3,8 +3,7 @@
 shard (rank and world size from the launcher's RANK/WORLD_SIZE), trains a DDP-wrapped model, all-reduces the loss each
 step for the log, and rank 0 checkpoints model, optimizer and loader.state_dict() (global: the same on every rank).
 
-    gload serve --dataset wiki=/data/wiki --listen unix:///tmp/gload.sock &
-    torchrun --nproc-per-node 2 train_torchtitan_style.py --addr unix:///tmp/gload.sock --dataset wiki \
+    torchrun --nproc-per-node 2 train_torchtitan_style.py --dataset data/wiki \
         --ckpt /tmp/titan.pt [--steps N | --epochs 1]
 
 The backend is gloo on CPU, nccl where CUDA is available. The server plans every rank's share of each epoch, so all
@@ -40,8 +39,8 @@ class TinyLM(torch.nn.Module):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--addr", default="unix:///tmp/gload.sock")
-    p.add_argument("--dataset", default="wiki")
+    p.add_argument("--addr", default=None, help="a gload serve to use (then --dataset is one of its dataset names); default: the job's own server, started for --dataset")
+    p.add_argument("--dataset", default="data/wiki", help="a dataset directory (gload tokenize --out), or with --addr a dataset name")
     p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: --epochs)")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--vocab", type=int, default=4096)
@@ -57,7 +56,7 @@ def main() -> None:
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    loader = gload.Loader(a.addr, a.dataset, batch_size=a.batch_size, max_length=256, pad_multiple=16, seed=0,
+    loader = gload.Loader(*((a.addr, a.dataset) if a.addr else (a.dataset,)), batch_size=a.batch_size, max_length=256, pad_multiple=16, seed=0,
                           rank=rank, world_size=world, labels="shifted", keys=("input_ids", "labels", "index"),
                           client_id=f"titan-rank{rank}")
     torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)

@@ -51,3 +51,18 @@ def test_nanogpt_resumes_mid_run_exactly(server, tmp_path, capsys, monkeypatch):
         assert naive[13] != full[13], "the naive state should have skipped the batch fetched ahead"
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.timeout(1200)
+def test_example_over_a_dataset_path(datasets, tmp_path, monkeypatch):
+    """examples/train_torch.py as README's quick start runs it: a dataset directory, no gload serve anywhere (the
+    Loader starts the job's server from GLOAD_BIN and it exits after the script); resumed from its checkpoint."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", GLOAD_JOB=f"example-{os.getpid()}")
+    cmd = [sys.executable, str(PYCLIENT / "examples" / "train_torch.py"), "--dataset", str(datasets.small),
+           "--vocab", "4096", "--steps", "3", "--save", str(tmp_path / "ckpt.pt")]
+    out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True, timeout=600).stdout
+    assert "shapes this epoch:" in out, out
+    assert torch.load(tmp_path / "ckpt.pt")["loader"]["consumed"] >= 3
