@@ -294,4 +294,3 @@ func removeStray(dir string, keep []dataset.ShardInfo) error {
 	}
 	return nil
 }
-
