@@ -81,3 +81,31 @@ def test_ddp_elastic_resume(server, datasets, tmp_path):
     # 600 rows in batches of 4: the plan's batches divide evenly among 2 ranks after 28 consumed, so nothing drops.
     missing = datasets.rows["small"] - len(counts)
     assert missing <= 4 * 1, f"{missing} rows missing after elastic resume"
+
+
+@pytest.mark.timeout(1500)
+def test_job_of_8_ranks_x_4_workers_over_a_path(datasets, tmp_path, monkeypatch):
+    """What `torchrun --nproc-per-node 8` of a script with Loader(path) and DataLoader(num_workers=4) does: every rank
+    and worker of the job shares one auto-started server (one address), every row comes at most once per epoch
+    (only the remainder that does not divide among 8 ranks is dropped), and a stop at step 3 resumed on the same
+    layout loses and repeats nothing. 40 processes on the 2-core machine: minutes, not seconds."""
+    monkeypatch.setenv("GLOAD_JOB", f"ddp8x4-{os.getpid()}")  # a job of its own: its own server
+    monkeypatch.setenv("GLOAD_DDP_DUMP_AFTER", "900")
+    args = ("-", str(datasets.small))
+    first = torchrun(8, args[0], args[1], str(tmp_path / "a.json"), "shm", "--workers", "4", "--stop-after", "3",
+                     timeout=900)
+    ranks = first["ranks"]
+    assert len({r["addr"] for r in ranks}) == 1, "the ranks attached to different servers"
+    assert all(r["steps"] == 3 for r in ranks)
+    states = {json.dumps(r["state"], sort_keys=True) for r in ranks}
+    assert len(states) == 1, "ranks disagree on the global resume state"
+    state_file = tmp_path / "state.json"
+    state_file.write_text(states.pop())
+    second = torchrun(8, args[0], args[1], str(tmp_path / "b.json"), "shm", "--workers", "4", "--resume",
+                      str(state_file), timeout=900)
+    assert len({r["steps"] for r in second["ranks"]}) == 1, "unequal step counts after the resume"
+    rows = [i for r in ranks for i in r["rows"]] + [i for r in second["ranks"] for i in r["rows"]]
+    counts = Counter(rows)
+    assert max(counts.values()) == 1, "a row came twice across the resume"
+    dropped = datasets.rows["small"] - len(counts)
+    assert 0 <= dropped < 8 * 4, f"{dropped} rows missing: more than the remainder of 8 ranks' batches of 4"
