@@ -61,11 +61,21 @@ def wrapper_of(loader: Any, frame: Any, depth: int = 1) -> Optional[Any]:
     for _ in range(depth):
         if frame is None:
             return None
-        obj = frame.f_locals.get("self")
-        if obj is not None and obj is not loader and _is_accelerate(obj) and getattr(obj, "dataset", None) is loader:
-            return obj
+        # Only accelerate's and torch's frames are looked into (accelerate's wrappers inherit torch DataLoader's
+        # methods): reading f_locals of another frame (the user's loop) makes Python keep a snapshot of its locals,
+        # which would keep a dropped Loader alive (issue 34 item 13).
+        if _in_module(frame, ("accelerate.", "torch.")):
+            obj = frame.f_locals.get("self")
+            if obj is not None and obj is not loader and _is_accelerate(obj) and getattr(obj, "dataset", None) is loader:
+                return obj
         frame = frame.f_back
     return None
+
+
+def _in_module(frame: Any, prefix: Any) -> bool:
+    """Whether ``frame`` runs code of a module whose name starts with ``prefix`` (a string or a tuple of them; read
+    off its globals: no locals snapshot is made)."""
+    return str(frame.f_globals.get("__name__", "")).startswith(prefix)
 
 
 def _processes(w: Any) -> int:
@@ -91,7 +101,7 @@ def wrapper_set_epoch(loader: Any, frame: Any, epoch: int) -> bool:
     if type(w).__name__ == "IterableDatasetShard" or (type(w).__name__ == "DataLoaderDispatcher" and _processes(w) > 1):
         raise InvalidArgument(_MULTI.format(n=_processes(w)))
     up = frame.f_back
-    if up is None or up.f_code.co_name != "__iter__" or up.f_locals.get("self") is not w:
+    if up is None or up.f_code.co_name != "__iter__" or not _in_module(up, "accelerate.") or up.f_locals.get("self") is not w:
         return False
     _start_iteration(loader, w, int(epoch))
     return True

@@ -1094,7 +1094,9 @@ def _public_caller(frame: Any) -> str:
             break
         name = frame.f_code.co_name
         public = name in ("__len__", "__iter__") or not name.startswith("_")
-        if public and isinstance(frame.f_locals.get("self"), Loader):
+        # Only this module's frames (the Loader's methods) are looked into: a locals snapshot of the user's frame
+        # would keep a dropped Loader alive.
+        if public and frame.f_globals.get("__name__") == __name__ and isinstance(frame.f_locals.get("self"), Loader):
             return {"__len__": "len(loader)", "__iter__": "iter(loader)"}.get(name, f"loader.{name}()")
         frame = frame.f_back
     return ""

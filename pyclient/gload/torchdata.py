@@ -28,7 +28,10 @@ def pending_state(loader: Any, frame: Any, depth: int = 3) -> Optional[Dict[str,
     for _ in range(depth):
         if frame is None:
             return None
-        obj = frame.f_locals.get("self")
+        # Only torchdata's and torch's frames are looked into (StatefulDataLoader inherits __len__ from torch's
+        # DataLoader); a locals snapshot of the user's frame would keep a dropped Loader alive.
+        mod = str(frame.f_globals.get("__name__", ""))
+        obj = frame.f_locals.get("self") if mod.startswith(("torchdata.", "torch.")) else None
         if (obj is not None and obj is not loader and type(obj).__module__.startswith("torchdata.")
                 and getattr(obj, "dataset", None) is loader):
             pending = getattr(obj, "next_iter_state", None)
