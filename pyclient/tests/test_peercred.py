@@ -251,19 +251,33 @@ class _HostileServicer(pb_grpc.LoaderServicer):
         time.sleep(5)
 
 
+def _serve_hostile(sock: str, shm_path: str, ready) -> None:
+    """The hostile server, in a process of its own: a gRPC server run inside the test process would make every
+    fork-start test after it hang (grpc's fork support covers channels, not servers)."""
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_LoaderServicer_to_server(_HostileServicer(shm_path), srv)
+    srv.add_insecure_port(f"unix://{sock}")
+    srv.start()
+    ready.set()
+    srv.wait_for_termination()
+
+
 def test_hostile_server_names_a_private_file(tmp_path, victim):
     """End to end: our own user's server (trusted by its peer credentials) names our private file as its ring."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
     d = Path(tempfile.mkdtemp(prefix="gload-hostile-"))
     try:
         for name, path, owner in _hostile_paths(tmp_path, victim):
             if owner != os.geteuid():
                 continue
-            srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-            pb_grpc.add_LoaderServicer_to_server(_HostileServicer(path), srv)
-            sock = d / "s.sock"
-            srv.add_insecure_port(f"unix://{sock}")
-            srv.start()
+            sock = d / f"s{abs(hash(name))}.sock"
+            ready = ctx.Event()
+            proc = ctx.Process(target=_serve_hostile, args=(str(sock), str(path), ready), daemon=True)
+            proc.start()
             try:
+                assert ready.wait(120), "the hostile server did not start"
                 with pytest.raises(gload.GloadError) as e:
                     with gload.Loader(f"unix://{sock}", "d", batch_size=4, return_tensors="np",
                                       reconnect_timeout=1.0) as loader:
@@ -272,6 +286,7 @@ def test_hostile_server_names_a_private_file(tmp_path, victim):
                 assert "ring" in str(e.value), (name, e.value)  # refused at Opened, not some later failure
                 assert victim.read_bytes() == SECRET, name
             finally:
-                srv.stop(None)
+                proc.kill()
+                proc.join()
     finally:
         shutil.rmtree(d, ignore_errors=True)
