@@ -456,6 +456,12 @@ def absolute(s: str) -> str:
         what = "does not exist" if not os.path.exists(p) else "is not a directory"
         raise FileNotFoundError(f"gload: dataset path {s!r} ({p}) {what}: want a directory written by gload tokenize "
                                 "or save_to_disk, or s3://bucket/prefix")
+    if not os.path.exists(os.path.join(p, "state.json")):
+        hint = ("a gload tokenize run into it was interrupted or is still running (its journal gload.progress.json "
+                "is there): run the same command with --resume" if os.path.exists(os.path.join(p, "gload.progress.json"))
+                else "make one with gload tokenize --out DIR (or datasets' save_to_disk); a DatasetDict's splits are "
+                "its subdirectories")
+        raise FileNotFoundError(f"gload: dataset path {s!r} ({p}) is not a dataset (no state.json): {hint}")
     return p
 
 

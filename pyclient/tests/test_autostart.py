@@ -239,6 +239,13 @@ def test_server_that_cannot_start(job, datasets, tmp_path) -> None:
 def test_missing_path_and_binary(job, datasets, tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         gload.Loader(str(tmp_path / "nope"), batch_size=16)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="is not a dataset .no state.json.: make one with gload tokenize"):
+        gload.Loader(str(tmp_path / "empty"), batch_size=16)
+    (tmp_path / "interrupted").mkdir()
+    (tmp_path / "interrupted" / "gload.progress.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="interrupted.*--resume"):
+        gload.Loader(str(tmp_path / "interrupted"), batch_size=16)
     with pytest.raises(ValueError, match="needs a dataset name"):
         gload.Loader("unix:///tmp/x.sock", batch_size=16)
     with pytest.raises(ValueError, match="by keyword"):
