@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gload/gload/internal/readcap"
 	"github.com/gload/gload/internal/safename"
 )
 
@@ -100,7 +101,7 @@ func Acquire(ctx context.Context, dir string, opts Options) (*Lock, error) {
 // Holder names the pid recorded in a held lock file (written just after the holder took it, so retried briefly).
 func Holder(path string) string {
 	for range 50 {
-		if b, err := os.ReadFile(path); err == nil {
+		if b, err := readcap.File(path, readcap.Limit{Bytes: 4 << 10, Name: "a lock file"}); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 				return fmt.Sprintf("pid %d", pid)
 			}

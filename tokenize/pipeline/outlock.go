@@ -4,21 +4,19 @@ package pipeline
 // input, and one run at a time holds an exclusive lock on it for the whole run.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
-	"github.com/gload/gload/internal/readcap"
+	"github.com/gload/gload/internal/dirlock"
 )
 
-// lockName is the lock file a run holds in its output directory (flock, exclusive); it holds the holder's pid and
-// is removed when the run ends.
-const lockName = "gload.lock"
+// lockName is the lock file a run holds in its output directory (internal/dirlock's protocol: flock, exclusive,
+// holding the holder's pid, removed when the run ends; gload sync takes the same lock).
+const lockName = dirlock.Name
 
 // realPath resolves symbolic links in p, for a path that may not exist yet: its longest existing prefix is
 // resolved and the rest appended.
@@ -82,15 +80,9 @@ func checkOutOutsideInputs(out string, inputs []string) error {
 	return nil
 }
 
-// outLock is the held lock on an output directory.
-type outLock struct {
-	f    *os.File
-	path string
-}
-
 // lockOut creates out (unless resume, which needs it to exist) and takes the run's exclusive lock in it. A
 // directory locked by a live run is refused at once, naming the holder's pid.
-func lockOut(out string, resume bool) (*outLock, error) {
+func lockOut(out string, resume bool) (*dirlock.Lock, error) {
 	if _, err := os.Stat(out); errors.Is(err, os.ErrNotExist) {
 		if resume {
 			return nil, fmt.Errorf("tokenize: --resume: %s does not exist", out)
@@ -99,57 +91,13 @@ func lockOut(out string, resume bool) (*outLock, error) {
 			return nil, fmt.Errorf("tokenize: create %s: %w", out, err)
 		}
 	}
-	path := filepath.Join(out, lockName)
-	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("tokenize: lock %s: %w", path, err)
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, fmt.Errorf("tokenize: output %s is in use by another gload tokenize run (%s); wait for it to end or choose another --out",
-					out, holder(path))
-			}
-			return nil, fmt.Errorf("tokenize: lock %s: %w", path, err)
-		}
-		// The previous holder may have removed the file between our open and our flock: then we hold a lock on
-		// an unlinked file, and must lock the one now at path instead.
-		var held, now syscall.Stat_t
-		if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(path, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
-			if err := f.Truncate(0); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("tokenize: lock %s: %w", path, err)
-			}
-			if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("tokenize: lock %s: %w", path, err)
-			}
-			return &outLock{f: f, path: path}, nil
-		}
-		f.Close()
+	l, err := dirlock.Acquire(context.Background(), out, dirlock.Options{})
+	if errors.Is(err, dirlock.ErrBusy) {
+		return nil, fmt.Errorf("tokenize: output %s is in use by another gload tokenize run (%s); wait for it to end or choose another --out",
+			out, dirlock.Holder(filepath.Join(out, lockName)))
 	}
-}
-
-// holder names the pid recorded in a held lock file (written just after the holder took it, so retried briefly).
-func holder(path string) string {
-	for range 50 {
-		if b, err := readcap.File(path, readcap.Limit{Bytes: 4 << 10, Name: "a lock file"}); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				return fmt.Sprintf("pid %d", pid)
-			}
-		}
-		time.Sleep(2 * time.Millisecond)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: %w", err)
 	}
-	return "pid unknown"
-}
-
-// release removes the lock file and drops the lock.
-func (l *outLock) release() {
-	if l == nil || l.f == nil {
-		return
-	}
-	os.Remove(l.path)
-	l.f.Close()
-	l.f = nil
+	return l, nil
 }

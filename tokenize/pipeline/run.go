@@ -176,7 +176,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	defer lock.release()
+	defer lock.Release()
 	st, err := prepareOut(&opts, plan)
 	if err != nil {
 		return Summary{}, err
