@@ -39,14 +39,8 @@ suite() {
 SETUP_TEST=1 scripts/setup.sh || { echo "test: set-up failed" >&2; exit 1; }
 $make --no-print-directory build || { echo "test: build failed" >&2; exit 1; }
 
-lint() {
-	local out
-	out=$(gofmt -l $(git ls-files '*.go'))
-	[[ -z $out ]] || { echo "gofmt needed:"; echo "$out"; return 1; }
-	go vet ./...
-}
 suite go          go test -count=1 ./...
-suite lint        lint
+suite lint        $make --no-print-directory lint
 suite go-race     $make --no-print-directory test-race
 suite docs        $make --no-print-directory test-docs
 suite fuzz-chat   $make --no-print-directory fuzz-chat FUZZTIME=${FUZZTIME:-60s}
