@@ -74,11 +74,14 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 		if run, jerr := pipeline.Interrupted(dir); jerr != nil {
 			return fmt.Errorf("%w (and its tokenize journal: %v)", err, jerr)
 		} else if run != nil {
+			finished := ""
+			if run.Finished {
+				finished = ", every record written: only finalisation remained"
+			}
 			return fmt.Errorf("%s is not a dataset yet: a gload tokenize run into it was interrupted (or is still "+
 				"running): its journal %s records %d shards completed (%d rows, %d tokens from %d records read)%s; "+
 				"run the same gload tokenize command with --resume to continue it, or with --overwrite to start again",
-				dir, run.Journal, run.Shards, run.Rows, run.Tokens, run.Documents,
-				map[bool]string{true: ", every record written: only finalisation remained", false: ""}[run.Finished])
+				dir, run.Journal, run.Shards, run.Rows, run.Tokens, run.Documents, finished)
 		}
 	}
 	if err != nil {
