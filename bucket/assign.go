@@ -1,5 +1,7 @@
 package bucket
 
+import "fmt"
+
 // PerRank returns how many batches each of world ranks gets once start
 // global batches have been consumed: the remaining R = Len()−start batches
 // (0 when start ≥ Len()) divided by world, rounded down under drop and up
@@ -68,32 +70,60 @@ func (p *Plan) Assign(start, rank, world, worker, workers int) ([]int, error) {
 
 // assign is [Plan.Assign] for a plan of nbatch global batches.
 func assign(nbatch int, remainder Remainder, start, rank, world, worker, workers int) ([]int, error) {
+	a, err := Deal(nbatch, remainder, start, rank, world, worker, workers)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, a.Len())
+	for i := range out {
+		out[i] = a.At(i)
+	}
+	return out, nil
+}
+
+// Assignment is one consumer's share of an epoch plan as [Plan.Assign] deals it, computed on demand: batch i of
+// the consumer is global batch At(i), i in [0, Len()). It holds a few integers, whatever the plan's size.
+type Assignment struct {
+	nbatch, start, rank, world, worker, workers, n int
+}
+
+// Deal returns the [Assignment] that [Plan.Assign] returns as a slice for a plan of nbatch global batches under
+// remainder: the same checks, the same batches in the same order.
+func Deal(nbatch int, remainder Remainder, start, rank, world, worker, workers int) (Assignment, error) {
 	if start < 0 {
-		return nil, cfgErr("start", "must be >= 0, got %d", start)
+		return Assignment{}, cfgErr("start", "must be >= 0, got %d", start)
 	}
 	if world < 1 || world > maxWorld {
-		return nil, cfgErr("world_size", "must be in [1, %d], got %d", maxWorld, world)
+		return Assignment{}, cfgErr("world_size", "must be in [1, %d], got %d", maxWorld, world)
 	}
 	if rank < 0 || rank >= world {
-		return nil, cfgErr("rank", "must be in [0, %d), got %d", world, rank)
+		return Assignment{}, cfgErr("rank", "must be in [0, %d), got %d", world, rank)
 	}
 	if workers == 0 {
 		workers = 1
 	}
 	if workers < 0 || workers > maxWorld {
-		return nil, cfgErr("num_workers", "must be in [0, %d], got %d", maxWorld, workers)
+		return Assignment{}, cfgErr("num_workers", "must be in [0, %d], got %d", maxWorld, workers)
 	}
 	if worker < 0 || worker >= workers {
-		return nil, cfgErr("worker", "must be in [0, %d), got %d", workers, worker)
+		return Assignment{}, cfgErr("worker", "must be in [0, %d), got %d", workers, worker)
 	}
-	per := rankBatches(nbatch, remainder, start, rank, world)
-	if worker >= per {
-		return []int{}, nil
+	a := Assignment{nbatch: nbatch, start: start, rank: rank, world: world, worker: worker, workers: workers}
+	if per := rankBatches(nbatch, remainder, start, rank, world); worker < per {
+		a.n = (per - worker + workers - 1) / workers
 	}
-	out := make([]int, 0, (per-worker+workers-1)/workers)
-	for i := worker; i < per; i += workers {
-		q := start + rank + i*world
-		out = append(out, q%nbatch)
+	return a, nil
+}
+
+// Len returns the consumer's number of batches.
+func (a Assignment) Len() int { return a.n }
+
+// At returns the global batch the consumer reads i-th (i in [0, Len())): position start + rank + (worker +
+// i·workers)·world of the round-robin deal, modulo the plan's batches (wrap). It panics for i out of range.
+func (a Assignment) At(i int) int {
+	if i < 0 || i >= a.n {
+		panic(fmt.Sprintf("bucket: assignment index %d out of range [0:%d)", i, a.n))
 	}
-	return out, nil
+	q := a.start + a.rank + (a.worker+i*a.workers)*a.world
+	return q % a.nbatch
 }

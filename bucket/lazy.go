@@ -25,6 +25,9 @@ const (
 	// LazyThreshold: [NewEpochPlan] plans datasets of at most this many rows with [NewPlan] (today's exact plans,
 	// golden-tested, whose resume states stay valid) and larger ones with [NewLazyPlan].
 	LazyThreshold = 1 << 27
+	// MaxPlanRows is the most rows of one epoch plan (about 1.1·10^12, past the largest corpora): its per-window
+	// tables stay under 20 MB, and no batch number of any plan reaches it.
+	MaxPlanRows = 1 << 40
 
 	lazyBlockBits = 16
 
@@ -95,6 +98,9 @@ type LazyPlan struct {
 	winEnd   []int64 // global batches of windows 0 … w: winEnd[w]
 	winRows  []int32 // rows of window w
 	order0   []int32 // with a warm-up: window 0's internal batch at each of its positions
+	shapes0  []Shape // window 0's shapes, warm-up order
+	stats    Stats   // see Stats
+	bound    Bound   // see Bound
 
 	mu     sync.Mutex
 	cache  []*winTable // the most recently built window tables, newest last
@@ -134,6 +140,9 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 	n := lengths.Len()
 	if n < 0 {
 		return nil, fmt.Errorf("lazy plan: %d rows", n)
+	}
+	if n > MaxPlanRows {
+		return nil, fmt.Errorf("plan %d rows: %w (at most %d rows)", n, ErrTooLarge, int64(MaxPlanRows))
 	}
 	p := &LazyPlan{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch, lengths: lengths, n: n, last: -1}
 	limit := lengthLimit(c.MaxLength)
@@ -176,11 +185,69 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 	if sum > math.MaxInt {
 		return nil, fmt.Errorf("lazy plan: %w: %d batches", ErrTooLarge, sum)
 	}
-	if c.WarmupShapes && nwin > 0 {
-		p.warmup()
+	if nwin > 0 {
+		t := p.buildWindow(0)
+		p.cache = append(p.cache, t)
+		p.summarize(t)
+		if c.WarmupShapes {
+			p.warmup(t)
+		}
 	}
+	p.bound = p.boundFor(MaxLengthOf(lengths))
 	return p, nil
 }
+
+// summarize sets shapes0 and stats from window 0's table.
+func (p *LazyPlan) summarize(t *winTable) {
+	seen := map[Shape]bool{}
+	var real, padded int64
+	for b := range len(t.boff) - 1 {
+		lo, hi := t.boff[b], t.boff[b+1]
+		sh := Shape{Rows: int(hi - lo), Length: int(p.pd.pad(int64(t.effs[lo])))}
+		if !seen[sh] {
+			seen[sh] = true
+			p.shapes0 = append(p.shapes0, sh)
+		}
+		padded += int64(sh.Rows) * int64(sh.Length)
+		for _, e := range t.effs[lo:hi] {
+			real += int64(e)
+		}
+	}
+	sortShapes(p.shapes0)
+	p.stats = Stats{Rows: int(p.n), Pieces: int(p.n), Batches: p.Len(), Shapes: len(p.shapes0)}
+	if padded > 0 {
+		p.stats.PaddingShare = float64(padded-real) / float64(padded)
+		p.stats.PackingEfficiency = float64(real) / float64(padded)
+	}
+}
+
+// boundFor is the plan's [Bound] when no row is longer than longest tokens.
+func (p *LazyPlan) boundFor(longest uint32) Bound {
+	length := int(p.pd.pad(p.pd.eff(longest)))
+	if p.cfg.Policy == Bucketed {
+		rows := int(min(int64(p.cfg.BatchSize), p.n))
+		return Bound{Rows: rows, Length: length, Cells: int64(rows) * int64(length)}
+	}
+	budget := int64(p.cfg.TokenBudget)
+	rows := budget / max(p.pd.pad(p.pd.eff(1)), 1)
+	if p.cfg.BatchSize > 0 {
+		rows = min(rows, int64(p.cfg.BatchSize))
+	}
+	rows = min(rows, p.n)
+	return Bound{Rows: int(rows), Length: length, Cells: min(rows*int64(length), budget)}
+}
+
+// Shapes returns the shapes of window 0's batches (what the warm-up covers), longest first: a lazy plan does not
+// build its other windows to list theirs. Every batch of the plan is within [LazyPlan.Bound].
+func (p *LazyPlan) Shapes() []Shape { return append([]Shape(nil), p.shapes0...) }
+
+// Stats returns Rows, Pieces (every row is one piece), Batches and, from window 0 alone (an estimate of the
+// epoch's), Shapes, PaddingShare and PackingEfficiency; token totals are left 0 (they would need every length).
+func (p *LazyPlan) Stats() Stats { return p.stats }
+
+// Bound returns the largest batch the plan may hold, from the longest row of its lengths ([MaxLengthOf]) and the
+// policy: bucketed, BatchSize rows of that row's padded length; tokens, at most TokenBudget padded tokens.
+func (p *LazyPlan) Bound() Bound { return p.bound }
 
 // checkBudget fails when the longest padded row exceeds the token budget (one pass over the lengths).
 func (p *LazyPlan) checkBudget() error {
@@ -449,9 +516,8 @@ func (p *LazyPlan) table(w int64, build bool) *winTable {
 // warmup reorders window 0's batches as [Plan]'s warm-up reorders a plan's: for each shape of window 0 in
 // warm-up order (Length descending, then Rows descending) that has at least PlanWorld batches there, the first
 // PlanWorld of them in the window's batch order move to the front, shape after shape; every other batch keeps its
-// order. It builds window 0 (kept in the cache, ready for the first batches).
-func (p *LazyPlan) warmup() {
-	t := p.buildWindow(0)
+// order. t is window 0's table.
+func (p *LazyPlan) warmup(t *winTable) {
 	nb := len(t.boff) - 1
 	bperm := newFeistel(uint64(nb), splitmixAt(p.keyBatch, 1))
 	seq := make([]int32, nb)
@@ -500,7 +566,6 @@ func (p *LazyPlan) warmup() {
 		}
 	}
 	p.order0 = out
-	p.cache = append(p.cache, t)
 }
 
 // Shape returns the shape of global batch g (it builds the batch).

@@ -109,7 +109,7 @@ func BenchmarkPlanCache10M(b *testing.B) {
 		var total time.Duration
 		for b.Loop() {
 			seed++
-			if _, err := c.get(context.Background(), planKey{fingerprint: "fp", seed: seed, policy: "p", planWorld: 1}, lengths, cfg); err != nil {
+			if _, err := c.get(context.Background(), planKey{fingerprint: "fp", seed: seed, policy: "p", planWorld: 1}, bucket.SliceLengths(lengths), cfg); err != nil {
 				b.Fatal(err)
 			}
 			total += last
@@ -118,12 +118,12 @@ func BenchmarkPlanCache10M(b *testing.B) {
 	})
 	b.Run("hit", func(b *testing.B) {
 		key := planKey{fingerprint: "fp", seed: 1 << 40, policy: "p", planWorld: 1}
-		if _, err := c.get(context.Background(), key, lengths, cfg); err != nil {
+		if _, err := c.get(context.Background(), key, bucket.SliceLengths(lengths), cfg); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := c.get(context.Background(), key, lengths, cfg); err != nil {
+			if _, err := c.get(context.Background(), key, bucket.SliceLengths(lengths), cfg); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -80,7 +80,7 @@ func TestBuildRecoversEveryPanic(t *testing.T) {
 				}
 			}
 			asm := newAssembler(panicSource{tc.panic}, s.pool, s.cfg.MaxBatchBytes)
-			_, err = s.build(asm, c, c.assigned[0], batchHeader{}, nil, slotNone, shm.Layout{})
+			_, err = s.build(asm, c, c.assigned.At(0), batchHeader{}, nil, slotNone, shm.Layout{})
 			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.mention) {
 				t.Fatalf("build: %v; want %s mentioning %q", err, tc.code, tc.mention)
 			}

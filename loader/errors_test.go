@@ -75,7 +75,7 @@ func TestOpenErrors(t *testing.T) {
 		{"resume other epoch", resume(func(r *gloadpb.ResumeState) { r.Epoch = 4 }), codes.FailedPrecondition, []string{"resume.epoch"}},
 		{"resume other policy", resume(func(r *gloadpb.ResumeState) { r.PolicyHash = "feedfacefeedface" }),
 			codes.FailedPrecondition, []string{"resume.policy_hash"}},
-		{"resume beyond the plan", resume(func(r *gloadpb.ResumeState) { r.Consumed = 1 << 40 }), codes.InvalidArgument, []string{"resume.consumed"}},
+		{"resume beyond the plan", resume(func(r *gloadpb.ResumeState) { r.Consumed = 1 << 50 }), codes.InvalidArgument, []string{"resume.consumed"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

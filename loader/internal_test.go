@@ -65,12 +65,12 @@ func TestPlanCache(t *testing.T) {
 	}
 	// Many concurrent asks for one plan: one computation.
 	var wg sync.WaitGroup
-	plans := make([]*bucket.Plan, 16)
+	plans := make([]epochPlan, 16)
 	for i := range plans {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := c.get(t.Context(), key(1), lengths, cfg)
+			p, err := c.get(t.Context(), key(1), bucket.SliceLengths(lengths), cfg)
 			if err != nil {
 				t.Error(err)
 			}
@@ -88,21 +88,21 @@ func TestPlanCache(t *testing.T) {
 	}
 	// LRU of 2: seeds 2 and 3 push seed 1 out.
 	for _, s := range []uint64{2, 3, 1} {
-		if _, err := c.get(t.Context(), key(s), lengths, cfg); err != nil {
+		if _, err := c.get(t.Context(), key(s), bucket.SliceLengths(lengths), cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if misses.Load() != 4 || c.len() != 2 {
 		t.Fatalf("misses %d, cached %d", misses.Load(), c.len())
 	}
-	if _, err := c.get(t.Context(), key(1), lengths, cfg); err != nil || misses.Load() != 4 {
+	if _, err := c.get(t.Context(), key(1), bucket.SliceLengths(lengths), cfg); err != nil || misses.Load() != 4 {
 		t.Fatalf("seed 1 not cached: misses %d, %v", misses.Load(), err)
 	}
 	// Errors are not cached.
 	bad := cfg
 	bad.BatchSize = 0
 	for range 2 {
-		if _, err := c.get(t.Context(), planKey{fingerprint: "fp", policy: "bad"}, lengths, bad); err == nil {
+		if _, err := c.get(t.Context(), planKey{fingerprint: "fp", policy: "bad"}, bucket.SliceLengths(lengths), bad); err == nil {
 			t.Fatal("bad config planned")
 		}
 	}

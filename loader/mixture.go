@@ -56,15 +56,26 @@ type mixServed struct {
 type epochPlan interface {
 	Len() int
 	Batch(g int) bucket.Batch
+	// Shapes lists the plan's shapes: all of them for exact plans, the first window's for lazy ones (see
+	// planBound for what every batch fits in).
 	Shapes() []bucket.Shape
 	Stats() bucket.Stats
-	Assign(start, rank, world, worker, workers int) ([]int, error)
 }
 
 var (
 	_ epochPlan = (*bucket.Plan)(nil)
+	_ epochPlan = (*bucket.LazyPlan)(nil)
 	_ epochPlan = (*mixPlan)(nil)
 )
+
+// planBound is the largest batch of p: its own bound for plans that do not list every shape (lazy plans), else
+// the bound of its shapes.
+func planBound(p epochPlan) bucket.Bound {
+	if b, ok := p.(interface{ Bound() bucket.Bound }); ok {
+		return b.Bound()
+	}
+	return bucket.BoundOf(p.Shapes())
+}
 
 // mixPlan is a mixture's plan with piece indices in the mixture's row space.
 type mixPlan struct {

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gload/gload/bucket"
@@ -186,19 +188,36 @@ func (c *planCache) storeLocked(k planKey, p epochPlan) {
 	}
 }
 
-// get returns the plan for k, computing it with lengths and cfg on a miss.
-func (c *planCache) get(ctx context.Context, k planKey, lengths []uint32, cfg bucket.Config) (*bucket.Plan, error) {
-	p, err := c.getWith(ctx, k, string(cfg.Policy), func(context.Context) (epochPlan, error) {
-		return bucket.NewPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg)
+// get returns the plan for k, computing it with lengths and cfg on a miss: an exact plan up to
+// bucket.LazyThreshold rows, a lazy block plan above (bucket.NewEpochPlan), whose counting pass runs on every core.
+func (c *planCache) get(ctx context.Context, k planKey, lengths bucket.Lengths, cfg bucket.Config) (epochPlan, error) {
+	return c.getWith(ctx, k, string(cfg.Policy), func(context.Context) (epochPlan, error) {
+		p, err := bucket.NewEpochPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg, parallelRunner)
+		if err != nil {
+			return nil, err
+		}
+		ep, ok := p.(epochPlan)
+		if !ok {
+			return nil, fmt.Errorf("plan %s: internal error: unexpected %T", k, p)
+		}
+		return ep, nil
 	})
-	if err != nil {
-		return nil, err
+}
+
+// parallelRunner is a bucket.Runner on GOMAXPROCS goroutines.
+func parallelRunner(n int, f func(int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
 	}
-	bp, ok := p.(*bucket.Plan)
-	if !ok {
-		return nil, fmt.Errorf("plan %s: internal error: unexpected %T", k, p)
-	}
-	return bp, nil
+	wg.Wait()
 }
 
 // getWith returns the plan for k, computing it with build on a miss. It

@@ -185,12 +185,12 @@ func newRemoteFeed(c *consumer) *remoteFeed {
 	if c.ds.cache == nil {
 		return nil
 	}
-	f := &remoteFeed{cache: c.ds.cache, ds: c.ds.ds, pos: make([]int, len(c.assigned))}
+	f := &remoteFeed{cache: c.ds.cache, ds: c.ds.ds, pos: make([]int, c.assigned.Len())}
 	var names []string
 	last := -1
-	for i, g := range c.assigned {
+	for i := range c.assigned.Len() {
 		f.pos[i] = len(names)
-		for _, p := range c.plan.Batch(g).Pieces {
+		for _, p := range c.plan.Batch(c.assigned.At(i)).Pieces {
 			if k := f.ds.ShardOf(p.Index); k != last {
 				names = append(names, f.ds.ShardName(k))
 				last = k

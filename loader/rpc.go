@@ -55,7 +55,7 @@ func (s *Server) Plan(ctx context.Context, req *gloadpb.PlanRequest) (*gloadpb.P
 	}
 	st := c.plan.Stats()
 	return &gloadpb.PlanResponse{
-		Batches:       uint64(len(c.assigned)),
+		Batches:       uint64(c.assigned.Len()),
 		GlobalBatches: uint64(c.plan.Len()),
 		Shapes:        wireShapes(c.plan.Shapes()),
 		PaddingShare:  st.PaddingShare,
@@ -68,10 +68,11 @@ func (s *Server) Plan(ctx context.Context, req *gloadpb.PlanRequest) (*gloadpb.P
 	}, nil
 }
 
-// planHash is the hash of a whole epoch plan (bucket.HashBatches).
+// planHash is the hash of a whole epoch plan: its own Hash (exact plans: bucket.HashBatches over their batches;
+// lazy plans: their inputs and algorithm, never their batches), else bucket.HashBatches.
 func planHash(p epochPlan) string {
-	if bp, ok := p.(*bucket.Plan); ok {
-		return bp.Hash()
+	if h, ok := p.(interface{ Hash() string }); ok {
+		return h.Hash()
 	}
 	return bucket.HashBatches(p.Len(), p.Batch)
 }
@@ -92,7 +93,7 @@ type consumer struct {
 	plan                         epochPlan
 	start                        *gloadpb.ResumeState
 	rank, world, worker, workers int
-	assigned                     []int
+	assigned                     bucket.Assignment // this consumer's batches, dealt on demand
 	padID                        int32 // what input_ids are padded with (see padID)
 }
 
@@ -166,8 +167,8 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 		planWorld = int(max(r.PlanWorld, 1))
 		consumed = r.Consumed
 	}
-	if consumed > math.MaxInt32 {
-		return nil, status.Errorf(codes.InvalidArgument, "resume.consumed: %d is beyond any plan", consumed)
+	if consumed > 2*bucket.MaxPlanRows { // a plan has at most one batch per row (wrap deals at most world−1 more)
+		return nil, status.Errorf(codes.InvalidArgument, "resume.consumed: %d is beyond any plan (at most %d batches)", consumed, int64(bucket.MaxPlanRows))
 	}
 	cfg := policyConfig(open.Policy, planWorld)
 	key := planKey{fingerprint: d.info.Fingerprint, seed: open.Seed, epoch: int(open.Epoch), policy: phash, planWorld: planWorld}
@@ -191,7 +192,7 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 			return nil, mixStatus("open.mixture", err, s.cfg.MaxMixtureRows)
 		}
 	} else {
-		plan, err = s.plans.get(ctx, key, d.ds.Lengths(), cfg)
+		plan, err = s.plans.get(ctx, key, bucket.SliceLengths(d.ds.Lengths()), cfg)
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
@@ -199,14 +200,14 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 			return nil, planStatus(err)
 		}
 	}
-	assigned, err := plan.Assign(int(consumed), int(open.Rank), world, int(open.Worker), workers)
+	assigned, err := bucket.Deal(plan.Len(), cfg.Remainder, int(consumed), int(open.Rank), world, int(open.Worker), workers)
 	if err != nil {
 		return nil, planStatus(err)
 	}
 	if err := s.checkShapes(plan, cfg); err != nil {
 		return nil, err
 	}
-	if err := checkPositions(open.GetPolicy().GetPositionStart(), plan.Shapes()); err != nil {
+	if err := checkPositions(open.GetPolicy().GetPositionStart(), planBound(plan).Length); err != nil {
 		return nil, err
 	}
 	return &consumer{
@@ -226,10 +227,20 @@ func (s *Server) checkShapes(p epochPlan, cfg bucket.Config) error {
 	if cfg.Policy == bucket.Packed {
 		per = 8 // input_ids and position_ids
 	}
-	for _, sh := range p.Shapes() {
+	bounds := p.Shapes()
+	if _, lazy := p.(interface{ Bound() bucket.Bound }); lazy {
+		// A lazy plan lists its first window's shapes; every batch is within its bound.
+		b := planBound(p)
+		bounds = append(bounds, bucket.Shape{Rows: b.Rows, Length: b.Length})
+	}
+	tokenCap := int64(math.MaxInt64)
+	if cfg.Policy == bucket.Tokens {
+		tokenCap = int64(cfg.TokenBudget)
+	}
+	for _, sh := range bounds {
 		// input_ids (+ position_ids), plus at worst one index entry and one
 		// length per row.
-		n := int64(sh.Rows)*int64(sh.Length)*per + int64(sh.Rows)*12
+		n := min(int64(sh.Rows)*int64(sh.Length), tokenCap)*per + int64(sh.Rows)*12
 		if n > s.cfg.MaxBatchBytes {
 			return status.Errorf(codes.InvalidArgument,
 				"policy.batch_size: batches of %d×%d tokens need %d bytes, more than this server's limit of %d "+
@@ -246,11 +257,7 @@ func (s *Server) checkShapes(p epochPlan, cfg bucket.Config) error {
 // checkPositions refuses a position_start whose position ids (start up to
 // start + row length - 1, as int32) would wrap past 2^31-1 in the plan's
 // longest rows.
-func checkPositions(start int32, shapes []bucket.Shape) error {
-	longest := 0
-	for _, sh := range shapes {
-		longest = max(longest, sh.Length)
-	}
+func checkPositions(start int32, longest int) error {
 	if longest > 0 && int64(start)+int64(longest)-1 > math.MaxInt32 {
 		return status.Errorf(codes.InvalidArgument,
 			"policy.position_start: %d would make position ids of %d-token rows exceed int32 (%d); want at most %d",

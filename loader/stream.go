@@ -188,7 +188,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 
 	opened := &gloadpb.Opened{
 		Fingerprint:   c.ds.info.Fingerprint,
-		Batches:       uint64(len(c.assigned)),
+		Batches:       uint64(c.assigned.Len()),
 		Start:         c.start,
 		Shapes:        wireShapes(c.plan.Shapes()),
 		Prefetch:      uint32(prefetch),
@@ -228,7 +228,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	if err := stream.Send(&gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_Opened{Opened: opened}}); err != nil {
 		return err
 	}
-	s.log.Info("stream opened", "consumer", c.describe(), "client", clientID, "batches", len(c.assigned),
+	s.log.Info("stream opened", "consumer", c.describe(), "client", clientID, "batches", c.assigned.Len(),
 		"prefetch", prefetch, "consumed", c.start.Consumed, "plan_world", c.start.PlanWorld)
 
 	recvDone := make(chan error, 1)
@@ -248,7 +248,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		go func() {
 			defer s.wg.Done()
 			defer close(exited)
-			bellDone <- watchReleases(watchCtx, bell, cr, len(c.assigned))
+			bellDone <- watchReleases(watchCtx, bell, cr, c.assigned.Len())
 		}()
 	}
 	var recvErr error
@@ -269,7 +269,8 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	packed := c.cfg.Policy == bucket.Packed
 	batches := s.metrics.batches.WithLabelValues(c.ds.name)
 	bytes := s.metrics.bytes.WithLabelValues(c.ds.name)
-	for i, g := range c.assigned {
+	for i := range c.assigned.Len() {
+		g := c.assigned.At(i)
 		var slot int32
 		select {
 		case slot = <-cr.free:
@@ -314,11 +315,11 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 			mixCount.count(c.ds.mix, c.plan.Batch(g))
 		}
 	}
-	end := &gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_End{End: &gloadpb.End{Batches: uint64(len(c.assigned))}}}
+	end := &gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_End{End: &gloadpb.End{Batches: uint64(c.assigned.Len())}}}
 	if err := stream.Send(end); err != nil {
 		return err
 	}
-	s.log.Info("stream finished", "consumer", c.describe(), "client", clientID, "batches", len(c.assigned))
+	s.log.Info("stream finished", "consumer", c.describe(), "client", clientID, "batches", c.assigned.Len())
 	if !recvEnded {
 		timer := time.NewTimer(endWait)
 		defer timer.Stop()
@@ -500,17 +501,15 @@ func (s *Server) createRing(c *consumer, slots int, doorbell bool) (*shm.Ring, s
 func ringNeed(c *consumer) shm.Need {
 	var n shm.Need
 	n.Labels = storesLabels(c.ds.tokens())
-	for _, sh := range c.plan.Shapes() {
-		n.Cells = max(n.Cells, int64(sh.Rows)*int64(sh.Length))
-		n.Rows = max(n.Rows, int64(sh.Rows))
-	}
+	b := planBound(c.plan)
+	n.Cells, n.Rows = b.Cells, int64(b.Rows)
 	if c.cfg.Policy != bucket.Packed {
 		n.Pieces = n.Rows
 		return n
 	}
 	n.Positions = true
-	for _, g := range c.assigned {
-		b := c.plan.Batch(g)
+	for i := range c.assigned.Len() {
+		b := c.plan.Batch(c.assigned.At(i))
 		n.Pieces = max(n.Pieces, int64(len(b.Pieces)))
 		// One entry to open, one per non-empty piece and one per padding tail.
 		n.CuLen = max(n.CuLen, 1+int64(len(b.Pieces))+int64(b.Rows))
