@@ -94,7 +94,7 @@ type consumer struct {
 	start                        *gloadpb.ResumeState
 	rank, world, worker, workers int
 	assigned                     bucket.Assignment // this consumer's batches, dealt on demand
-	padID                        int32 // what input_ids are padded with (see padID)
+	padID                        int32             // what input_ids are padded with (see padID)
 }
 
 // resolve validates an Open and finds (or computes) its plan. Its errors are
