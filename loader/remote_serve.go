@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gload/gload/bucket"
 	"github.com/gload/gload/internal/privdir"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/gpuwatch"
@@ -172,33 +173,53 @@ func (s *Server) indexRemote(ctx context.Context, st *objstore.Store, dir string
 }
 
 // remoteFeed tells a dataset's cache which shards one stream will read, in order, and pins each batch's shards
-// while it is assembled. A nil *remoteFeed (local datasets) does nothing.
+// while it is assembled. It registers the shards of the next remoteHorizon batches at a time (a web-scale epoch's
+// whole list would grow with its rows) and moves the list on half-way. A nil *remoteFeed (local datasets) does
+// nothing.
 type remoteFeed struct {
-	cache *shardcache.Cache
-	ds    *dataset.Dataset
-	id    int
-	pos   []int // pos[i]: position in the stream's shard list of assigned batch i's first shard
-	rows  []int // scratch
+	cache      *shardcache.Cache
+	ds         *dataset.Dataset
+	plan       epochPlan
+	assigned   bucket.Assignment
+	id         int
+	base, end  int   // the registered list covers the stream's batches [base, end)
+	pos        []int // pos[i−base]: position in the registered list of batch i's first shard
+	rows       []int // scratch
+	registered bool
 }
+
+// remoteHorizon is how many of a stream's batches its registered shard list covers.
+var remoteHorizon = 4096
 
 func newRemoteFeed(c *consumer) *remoteFeed {
 	if c.ds.cache == nil {
 		return nil
 	}
-	f := &remoteFeed{cache: c.ds.cache, ds: c.ds.ds, pos: make([]int, c.assigned.Len())}
+	f := &remoteFeed{cache: c.ds.cache, ds: c.ds.ds, plan: c.plan, assigned: c.assigned}
+	f.register(0)
+	return f
+}
+
+// register (re)registers the shards of the stream's batches [from, from+remoteHorizon).
+func (f *remoteFeed) register(from int) {
+	f.base, f.end = from, min(from+remoteHorizon, f.assigned.Len())
+	f.pos = f.pos[:0]
 	var names []string
 	last := -1
-	for i := range c.assigned.Len() {
-		f.pos[i] = len(names)
-		for _, p := range c.plan.Batch(c.assigned.At(i)).Pieces {
+	for i := f.base; i < f.end; i++ {
+		f.pos = append(f.pos, len(names))
+		for _, p := range f.plan.Batch(f.assigned.At(i)).Pieces {
 			if k := f.ds.ShardOf(p.Index); k != last {
 				names = append(names, f.ds.ShardName(k))
 				last = k
 			}
 		}
 	}
-	f.id = f.cache.Want(names)
-	return f
+	if !f.registered {
+		f.id, f.registered = f.cache.Want(names), true
+		return
+	}
+	f.cache.Rewant(f.id, names)
 }
 
 // acquire makes batch i (global g) of the stream local and pinned; waiting runs if a shard must be downloaded first.
@@ -206,7 +227,10 @@ func (f *remoteFeed) acquire(ctx context.Context, i, g int, plan epochPlan, wait
 	if f == nil {
 		return noRelease, nil
 	}
-	f.cache.Advance(f.id, f.pos[i])
+	if i < f.base || (i >= f.base+remoteHorizon/2 && f.end < f.assigned.Len()) || i >= f.end {
+		f.register(i)
+	}
+	f.cache.Advance(f.id, f.pos[i-f.base])
 	f.rows = f.rows[:0]
 	for _, p := range plan.Batch(g).Pieces {
 		f.rows = append(f.rows, p.Index)

@@ -144,6 +144,36 @@ func TestServeFromObjectStorage(t *testing.T) {
 	}
 }
 
+// A stream registers the shards of a few batches ahead at a time and moves the list on: with a horizon of 5
+// batches every row still comes exactly once, and the cache stays within its bound.
+func TestServeFromObjectStorageMovingHorizon(t *testing.T) {
+	defer loader.SetRemoteHorizon(5)()
+	lengths, total, _ := remoteDataset(t)
+	cacheDir := t.TempDir()
+	ts := startServer(t, loader.Config{
+		Datasets: map[string]string{"web": "s3://gload-test/web"},
+		Remote:   loader.RemoteConfig{CacheDir: cacheDir, CacheBytes: total / 3, Ahead: 2},
+	}, "unix")
+	c := dial(t, ts.addr)
+	open := &gloadpb.Open{Dataset: "web", Seed: 9, Policy: &gloadpb.BatchPolicy{BatchSize: 8, ShuffleWindow: 200, Remainder: "keep"}}
+	seen := make([]int, len(lengths))
+	for _, bs := range consumers(t, c, open, 2, 2) {
+		for _, b := range bs {
+			if err := checkBatch(b, lengths, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			for _, i := range b.index {
+				seen[i]++
+			}
+		}
+	}
+	for i, n := range seen {
+		if n != 1 {
+			t.Fatalf("row %d delivered %d times", i, n)
+		}
+	}
+}
+
 // The store failing (503s beyond every retry): the stream ends with an error naming the object, never a partial
 // shard; once the store is back, a new stream succeeds from the same cache.
 func TestServeFromObjectStorageStoreErrors(t *testing.T) {

@@ -208,6 +208,17 @@ func (c *Cache) Want(names []string) int {
 	return id
 }
 
+// Rewant replaces stream id's list by names, at position 0: a stream whose list is too long to register whole
+// registers the part ahead of it and moves it on.
+func (c *Cache) Rewant(id int, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.want[id]; w != nil {
+		w.names, w.pos = names, 0
+		c.kick()
+	}
+}
+
 // Advance says that stream id has moved to position pos of its list.
 func (c *Cache) Advance(id, pos int) {
 	c.mu.Lock()

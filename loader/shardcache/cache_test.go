@@ -108,6 +108,46 @@ func TestBoundedCachePlanOrder(t *testing.T) {
 	}
 }
 
+// A stream that registers only the next few shards and moves its list on (Rewant) gets them prefetched in that
+// order like one that registered its whole list, each downloaded once.
+func TestRewantMovesTheList(t *testing.T) {
+	const n, size = 9, 64 << 10
+	st, shards, verify := upload(t, n, size)
+	c, err := shardcache.New(st, shards, shardcache.Options{Dir: t.TempDir(), Limit: 3 * size, Ahead: 2, Verify: verify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	order := []string{}
+	for _, k := range []int{4, 0, 8, 2, 6, 1, 7, 3, 5} {
+		order = append(order, shards[k].Name)
+	}
+	id := c.Want(order[:3])
+	ctx := context.Background()
+	for i, name := range order {
+		if i > 0 {
+			c.Rewant(id, order[i:min(i+3, n)])
+		}
+		p, err := c.Acquire(ctx, name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := verify(name, p); err != nil {
+			t.Fatalf("shard %s served unverified: %v", name, err)
+		}
+		time.Sleep(30 * time.Millisecond) // a "step": prefetch runs meanwhile
+		c.Release(name)
+	}
+	c.Forget(id)
+	s := c.Stats()
+	if s.Downloads != n || s.Failures != 0 {
+		t.Fatalf("stats %+v: want %d downloads, no failures", s, n)
+	}
+	if s.Hits < n/2 {
+		t.Errorf("only %d of %d acquisitions were prefetched (stats %+v)", s.Hits, n, s)
+	}
+}
+
 // A restarted cache keeps verified complete shards and removes partial downloads and corrupt files.
 func TestRestartReusesCache(t *testing.T) {
 	st, shards, verify := upload(t, 3, 4096)
