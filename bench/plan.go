@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	planner "github.com/gload/gload/bucket"
@@ -145,7 +144,7 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 	}
 	if res.Planner == "lazy" {
 		t0 := time.Now()
-		p, err := planner.NewLazyPlan(syn, fp, c.Seed, c.Epoch, cfg, parallel)
+		p, err := planner.NewLazyPlan(syn, fp, c.Seed, c.Epoch, cfg, planner.Parallel)
 		if err != nil {
 			return res, err
 		}
@@ -225,22 +224,6 @@ func timeBatches(p batcher, n int, res *PlanResult) {
 	res.Sampled = n
 	res.BatchUSMean = sum / float64(n)
 	res.BatchUSP99 = us[min(n-1, int(math.Ceil(0.99*float64(n)))-1)]
-}
-
-// parallel is a planner.Runner over all CPUs.
-func parallel(n int, f func(i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // lengthCost is the mean cost of one synthetic length in nanoseconds (100 000 rows).

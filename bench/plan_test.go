@@ -57,7 +57,7 @@ func TestParallelCountingPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	par, err := planner.NewLazyPlan(syn, "fp", 1, 0, cfg, parallel)
+	par, err := planner.NewLazyPlan(syn, "fp", 1, 0, cfg, planner.Parallel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // Lazy block plans: epoch plans whose memory does not grow with the rows (see the package documentation, "Lazy
@@ -44,6 +46,23 @@ const (
 // runs them one after another. Lazy plans use it for their counting pass (package bucket starts no goroutines of
 // its own); the result does not depend on the Runner.
 type Runner func(n int, f func(i int))
+
+// Parallel is a [Runner] on GOMAXPROCS goroutines, for callers that want the counting pass on every core (the
+// server, gload bench plan); bucket never passes it itself.
+func Parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
 
 // EpochPlan is an epoch plan, exact ([Plan]) or lazy ([LazyPlan]).
 type EpochPlan interface {

@@ -8,10 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gload/gload/bucket"
@@ -192,7 +190,7 @@ func (c *planCache) storeLocked(k planKey, p epochPlan) {
 // bucket.LazyThreshold rows, a lazy block plan above (bucket.NewEpochPlan), whose counting pass runs on every core.
 func (c *planCache) get(ctx context.Context, k planKey, lengths bucket.Lengths, cfg bucket.Config) (epochPlan, error) {
 	return c.getWith(ctx, k, string(cfg.Policy), func(context.Context) (epochPlan, error) {
-		p, err := bucket.NewEpochPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg, parallelRunner)
+		p, err := bucket.NewEpochPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg, bucket.Parallel)
 		if err != nil {
 			return nil, err
 		}
@@ -202,22 +200,6 @@ func (c *planCache) get(ctx context.Context, k planKey, lengths bucket.Lengths, 
 		}
 		return ep, nil
 	})
-}
-
-// parallelRunner is a bucket.Runner on GOMAXPROCS goroutines.
-func parallelRunner(n int, f func(int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // getWith returns the plan for k, computing it with build on a miss. It
