@@ -212,7 +212,7 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 			p.warmup(t)
 		}
 	}
-	p.bound = p.boundFor(MaxLengthOf(lengths))
+	p.bound = p.boundFor(MaxLengthOf(lengths)) // a pass over the lengths unless they are a MaxLengther
 	return p, nil
 }
 
@@ -268,9 +268,13 @@ func (p *LazyPlan) Stats() Stats { return p.stats }
 // policy: bucketed, BatchSize rows of that row's padded length; tokens, at most TokenBudget padded tokens.
 func (p *LazyPlan) Bound() Bound { return p.bound }
 
-// checkBudget fails when the longest padded row exceeds the token budget (one pass over the lengths).
+// checkBudget fails when the longest padded row exceeds the token budget: at once when the lengths know their
+// longest row ([MaxLengther]) and it fits, else by a pass over the lengths that names the first row too long.
 func (p *LazyPlan) checkBudget() error {
 	budget := int64(p.cfg.TokenBudget)
+	if m, ok := p.lengths.(MaxLengther); ok && p.pd.pad(p.pd.eff(m.MaxLength())) <= budget {
+		return nil
+	}
 	for i := range p.n {
 		if v := p.pd.pad(p.pd.eff(p.lengths.Length(i))); v > budget {
 			return fmt.Errorf("%w: token_budget %d is smaller than row %d (length %d, padded %d)",
