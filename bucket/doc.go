@@ -60,6 +60,8 @@
 // Config.Sequential (bucketed, tokens) is an evaluation pass: rows in dataset
 // order, cut into consecutive batches, each padded to its own longest row; no
 // randomness, no warm-up. With remainder keep every row is dealt exactly once.
+// Past [LazyThreshold] rows a bucketed sequential plan is a [SeqPlan]: the
+// same batches, computed on demand (batch g is rows g·B … g·B+B−1).
 //
 // # Mixtures
 //

@@ -79,9 +79,13 @@ var (
 
 // NewEpochPlan plans one epoch of lengths: with [NewPlan] (over the lengths copied into a slice unless they are a
 // [SliceLengths]) when the dataset has at most [LazyThreshold] rows, or when the policy is packed or the plan
-// sequential (the lazy plan does not do those yet: at most 2^31−1 rows), else with [NewLazyPlan].
+// a sequential tokens plan (the lazy plans do not do those yet: at most 2^31−1 rows); else bucketed sequential
+// plans with [NewSeqPlan] and the others with [NewLazyPlan].
 func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (EpochPlan, error) {
 	n := lengths.Len()
+	if n > LazyThreshold && cfg.Sequential && (cfg.Policy == Bucketed || cfg.Policy == "") {
+		return NewSeqPlan(lengths, fingerprint, cfg)
+	}
 	if n > LazyThreshold && cfg.Policy != Packed && !cfg.Sequential {
 		return NewLazyPlan(lengths, fingerprint, seed, epoch, cfg, run)
 	}

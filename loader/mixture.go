@@ -65,6 +65,7 @@ type epochPlan interface {
 var (
 	_ epochPlan = (*bucket.Plan)(nil)
 	_ epochPlan = (*bucket.LazyPlan)(nil)
+	_ epochPlan = (*bucket.SeqPlan)(nil)
 	_ epochPlan = (*mixPlan)(nil)
 )
 
