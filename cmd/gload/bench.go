@@ -28,7 +28,7 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newBenchFeedCmd(g), newBenchRunCmd(g), newBenchPlanCmd())
+	cmd.AddCommand(newBenchFeedCmd(g), newBenchRunCmd(g), newBenchPlanCmd(), newBenchWebscaleCmd())
 	return cmd
 }
 
