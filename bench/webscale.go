@@ -78,10 +78,10 @@ type ScaleReadOptions struct {
 	Seed          uint64
 	// Batches is how many batches each consumer of the first phase reads (world × workers consumers); the second
 	// phase resumes from there with ResumeWorld ranks of Workers workers, each reading as many.
-	Batches            int
-	World, Workers     int
-	ResumeWorld        int
-	TokenOf            func(row int64) int32 // the token row r holds (checked in every batch)
+	Batches        int
+	World, Workers int
+	ResumeWorld    int
+	TokenOf        func(row int64) int32 // the token row r holds (checked in every batch)
 }
 
 // ScaleReadResult is what ScaleRead measured and checked.
