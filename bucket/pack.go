@@ -2,6 +2,7 @@ package bucket
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -115,43 +116,26 @@ func (p *Plan) buildPacked(lengths []uint32) error {
 	var plBin []int32
 	var plItem []item
 	var rowEnds []int
+	var parts []part
 	rows := 0
 	lo := 0
 	for _, hi := range blockEnds {
-		items, err := p.packItems(lengths, perm[lo:hi], s)
+		items, err := packItems(&p.pd, c.SplitDocs, lengths, perm[lo:hi], s)
 		if err != nil {
 			return err
 		}
 		lo = hi
-		tree := newBinTree()
+		pk := packer{tree: newBinTree(), s: s, split: c.SplitDocs, maxRows: math.MaxInt32 - 1 - rows}
 		for _, it := range items {
-			x := int64(it.len)
-			for {
-				r := tree.first(x)
-				if r < 0 && c.SplitDocs && x > 0 {
-					if room := tree.maxRoom(); room > 0 {
-						r = tree.first(room)
-						plBin = append(plBin, int32(rows+r))
-						plItem = append(plItem, item{row: it.row, start: it.start, len: uint32(room)})
-						tree.set(r, 0)
-						it.start += uint32(room)
-						x -= room
-						continue
-					}
-				}
-				if r < 0 {
-					if rows+tree.open >= math.MaxInt32-1 {
-						return fmt.Errorf("pack %d rows: %w (more than %d packed rows)", len(lengths), ErrTooLarge, math.MaxInt32-1)
-					}
-					r = tree.add(s)
-				}
-				plBin = append(plBin, int32(rows+r))
-				plItem = append(plItem, item{row: it.row, start: it.start, len: uint32(x)})
-				tree.set(r, tree.room(r)-x)
-				break
+			if parts, err = pk.place(int64(it.len), parts[:0]); err != nil {
+				return fmt.Errorf("pack %d rows: %w (more than %d packed rows)", len(lengths), ErrTooLarge, math.MaxInt32-1)
+			}
+			for _, pt := range parts {
+				plBin = append(plBin, int32(rows)+pt.row)
+				plItem = append(plItem, item{row: it.row, start: it.start + pt.off, len: pt.n})
 			}
 		}
-		rows += tree.open
+		rows += pk.tree.open
 		rowEnds = append(rowEnds, rows)
 	}
 	perm = nil
@@ -174,27 +158,7 @@ func (p *Plan) buildPacked(lengths []uint32) error {
 	for r, bin := range order {
 		pos[bin] = int32(r)
 	}
-	// Counting sort of placements by final row, stable (placement order
-	// within a row).
-	p.roff = make([]int32, nr+1)
-	for _, bin := range plBin {
-		p.roff[pos[bin]+1]++
-	}
-	for r := 0; r < nr; r++ {
-		p.roff[r+1] += p.roff[r]
-	}
-	next := slices.Clone(p.roff[:nr])
-	np := len(plItem)
-	p.rows = make([]int32, np)
-	p.pstart = make([]uint32, np)
-	p.plen = make([]uint32, np)
-	for k, bin := range plBin {
-		r := pos[bin]
-		at := next[r]
-		next[r]++
-		it := plItem[k]
-		p.rows[at], p.pstart[at], p.plen[at] = it.row, it.start, it.len
-	}
+	p.roff, p.rows, p.pstart, p.plen = gatherPieces(nr, plBin, plItem, pos)
 
 	p.lengths = nil
 	b := c.BatchSize
@@ -210,13 +174,12 @@ func (p *Plan) buildPacked(lengths []uint32) error {
 	return nil
 }
 
-// packItems turns documents into items sorted by length descending, ties in
-// perm order.
-func (p *Plan) packItems(lengths []uint32, perm []int32, s int64) ([]item, error) {
-	split := p.cfg.SplitDocs
+// packItems turns the documents lengths[perm[0]], lengths[perm[1]], … into
+// items sorted by length descending, ties in perm order.
+func packItems(pd *padder, split bool, lengths []uint32, perm []int32, s int64) ([]item, error) {
 	var total int64
 	for _, r := range perm {
-		e := p.pd.eff(lengths[r])
+		e := pd.eff(lengths[r])
 		if split && e > s {
 			total += e / s
 			if e%s != 0 {
@@ -232,7 +195,7 @@ func (p *Plan) packItems(lengths []uint32, perm []int32, s int64) ([]item, error
 	items := make([]item, 0, total)
 	// Items in perm order: a document's SeqLen pieces first, then its tail.
 	for _, r := range perm {
-		e := p.pd.eff(lengths[r])
+		e := pd.eff(lengths[r])
 		if !split || e <= s {
 			items = append(items, item{row: r, len: uint32(min(e, s))})
 			continue
@@ -264,4 +227,82 @@ func (p *Plan) packItems(lengths []uint32, perm []int32, s int64) ([]item, error
 	}
 	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(b.len, a.len) })
 	return items, nil
+}
+
+// part is one run of an item placed in a packed row: tokens [off, off+n) of
+// the item in row row.
+type part struct {
+	row int32
+	off uint32
+	n   uint32
+}
+
+// packer places items first-fit-decreasing into rows of s tokens (step 3 of
+// buildPacked), rows numbered in the order they are opened. The placements
+// depend only on the sequence of item lengths.
+type packer struct {
+	tree    *binTree
+	s       int64
+	split   bool
+	maxRows int // rows it may open
+}
+
+// errPackRows: placing an item needs more than maxRows rows.
+var errPackRows = errors.New("too many packed rows")
+
+// place places one item of x tokens (x ≤ s) and appends its parts to parts
+// in placement order: one part, or with split several (each filling the
+// open row with the most room, the lowest-numbered among equals, while no
+// open row has room for the rest).
+func (k *packer) place(x int64, parts []part) ([]part, error) {
+	var off int64
+	for {
+		r := k.tree.first(x)
+		if r < 0 && k.split && x > 0 {
+			if room := k.tree.maxRoom(); room > 0 {
+				r = k.tree.first(room)
+				parts = append(parts, part{row: int32(r), off: uint32(off), n: uint32(room)})
+				k.tree.set(r, 0)
+				off += room
+				x -= room
+				continue
+			}
+		}
+		if r < 0 {
+			if k.tree.open >= k.maxRows {
+				return parts, errPackRows
+			}
+			r = k.tree.add(k.s)
+		}
+		parts = append(parts, part{row: int32(r), off: uint32(off), n: uint32(x)})
+		k.tree.set(r, k.tree.room(r)-x)
+		return parts, nil
+	}
+}
+
+// gatherPieces orders the placements (item plItem[k] in packed row plBin[k])
+// by final row, packed row bin going to place pos[bin] of nr (a counting
+// sort, stable: placement order within a row): the pieces of place r are
+// [roff[r], roff[r+1]) of rows, pstart and plen.
+func gatherPieces(nr int, plBin []int32, plItem []item, pos []int32) (roff, rows []int32, pstart, plen []uint32) {
+	roff = make([]int32, nr+1)
+	for _, bin := range plBin {
+		roff[pos[bin]+1]++
+	}
+	for r := 0; r < nr; r++ {
+		roff[r+1] += roff[r]
+	}
+	next := slices.Clone(roff[:nr])
+	np := len(plItem)
+	rows = make([]int32, np)
+	pstart = make([]uint32, np)
+	plen = make([]uint32, np)
+	for k, bin := range plBin {
+		r := pos[bin]
+		at := next[r]
+		next[r]++
+		it := plItem[k]
+		rows[at], pstart[at], plen[at] = it.row, it.start, it.len
+	}
+	return roff, rows, pstart, plen
 }
