@@ -1,14 +1,11 @@
 package bucket
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"math/bits"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 )
@@ -112,23 +109,15 @@ type LazyPlan struct {
 	lengths     Lengths
 	pd          padder
 
-	n        int64 // rows
-	nblocks  int64
-	lastRows int64 // rows of block nblocks−1
-	blocks   feistel
-	keyRows  uint64
+	lazyLayout
 	keyBatch uint64
-	winEnd   []int64 // global batches of windows 0 … w: winEnd[w]
 	winRows  []int32 // rows of window w
 	order0   []int32 // with a warm-up: window 0's internal batch at each of its positions
 	shapes0  []Shape // window 0's shapes, warm-up order
 	stats    Stats   // see Stats
 	bound    Bound   // see Bound
 
-	mu     sync.Mutex
-	cache  []*winTable // the most recently built window tables, newest last
-	last   int64       // window of the last Batch call
-	streak int32       // calls in a row for window last
+	cache winCache[*winTable] // the two most recently built window tables
 }
 
 // NewLazyPlan plans one epoch of lengths as a lazy block plan. It supports the bucketed and tokens policies with
@@ -153,38 +142,26 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 	case c.ShuffleWindow > 0:
 		return nil, cfgErr("shuffle_window", "not supported by the lazy plan (it reads the dataset in windows of %d rows already)", LazyBlockRows*LazyWindowBlocks)
 	}
-	if run == nil {
-		run = func(n int, f func(int)) {
-			for i := range n {
-				f(i)
-			}
-		}
+	run = run.orSerial()
+	layout, err := newLazyLayout(lengths.Len(), fingerprint, seed, epoch)
+	if err != nil {
+		return nil, err
 	}
-	n := lengths.Len()
-	if n < 0 {
-		return nil, fmt.Errorf("lazy plan: %d rows", n)
-	}
-	if n > MaxPlanRows {
-		return nil, fmt.Errorf("plan %d rows: %w (at most %d rows)", n, ErrTooLarge, int64(MaxPlanRows))
-	}
-	p := &LazyPlan{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch, lengths: lengths, n: n, last: -1}
+	p := &LazyPlan{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch, lengths: lengths, lazyLayout: layout,
+		cache: newWinCache[*winTable](2)}
 	limit := lengthLimit(c.MaxLength)
 	if len(c.Boundaries) > 0 {
 		p.pd = newBoundsPadder(limit, c.Boundaries)
 	} else {
 		p.pd = newMultiplePadder(limit, c.PadMultiple)
 	}
-	p.nblocks = (n + LazyBlockRows - 1) / LazyBlockRows
-	p.lastRows = n - (p.nblocks-1)*LazyBlockRows
-	p.blocks = newFeistel(uint64(p.nblocks), streamKey(fingerprint, seed, epoch, streamLazyBlocks))
-	p.keyRows = streamKey(fingerprint, seed, epoch, streamLazyRows)
 	p.keyBatch = streamKey(fingerprint, seed, epoch, streamLazyBatches)
 	if c.Policy == Tokens {
 		if err := p.checkBudget(); err != nil {
 			return nil, err
 		}
 	}
-	nwin := int((p.nblocks + LazyWindowBlocks - 1) / LazyWindowBlocks)
+	nwin := p.windows()
 	p.winRows = make([]int32, nwin)
 	counts := make([]int64, nwin)
 	run(nwin, func(w int) {
@@ -199,18 +176,12 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 		}
 		counts[w] = int64(len(p.buildWindow(int64(w)).boff) - 1)
 	})
-	p.winEnd = make([]int64, nwin)
-	var sum int64
-	for w, k := range counts {
-		sum += k
-		p.winEnd[w] = sum
-	}
-	if sum > math.MaxInt {
-		return nil, fmt.Errorf("lazy plan: %w: %d batches", ErrTooLarge, sum)
+	if err := p.setCounts(counts); err != nil {
+		return nil, err
 	}
 	if nwin > 0 {
 		t := p.buildWindow(0)
-		p.cache = append(p.cache, t)
+		p.cache.put(0, t)
 		p.summarize(t)
 		if c.WarmupShapes {
 			p.warmup(t)
@@ -288,35 +259,6 @@ func (p *LazyPlan) checkBudget() error {
 	return nil
 }
 
-// Len returns the number of global batches.
-func (p *LazyPlan) Len() int {
-	if len(p.winEnd) == 0 {
-		return 0
-	}
-	return int(p.winEnd[len(p.winEnd)-1])
-}
-
-// Rows returns the dataset's rows.
-func (p *LazyPlan) Rows() int64 { return p.n }
-
-// Windows returns the number of windows.
-func (p *LazyPlan) Windows() int { return len(p.winEnd) }
-
-// WindowBatches returns the global batches [lo, hi) of window w.
-func (p *LazyPlan) WindowBatches(w int) (lo, hi int) {
-	if w > 0 {
-		lo = int(p.winEnd[w-1])
-	}
-	return lo, int(p.winEnd[w])
-}
-
-// WindowBlocks returns the blocks of window w (block b holds rows [b·LazyBlockRows, min((b+1)·LazyBlockRows, rows))).
-func (p *LazyPlan) WindowBlocks(w int) []int64 {
-	var blk [LazyWindowBlocks]int64
-	k, _ := p.windowBlocks(int64(w), &blk)
-	return append([]int64(nil), blk[:k]...)
-}
-
 // Config returns the plan's configuration with defaults applied.
 func (p *LazyPlan) Config() Config { return p.cfg }
 
@@ -340,34 +282,11 @@ func (p *LazyPlan) PerRank(start, world int) int {
 // The plan is a pure function of these (the lengths enter through the fingerprint, and under tokens through the
 // batch counts too), and the algorithm is named, so no lazy plan hashes like an exact one.
 func (p *LazyPlan) Hash() string {
-	h := sha256.New()
-	var b []byte
-	u := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
-	b = append(b, lazyAlgorithm...)
-	b = append(b, 0)
-	u(LazyBlockRows)
-	u(LazyWindowBlocks)
-	u(uint64(p.n))
-	u(uint64(len(p.fingerprint)))
-	b = append(b, p.fingerprint...)
-	u(p.seed)
-	u(uint64(p.epoch))
-	b = p.cfg.appendPolicy(b)
+	var warm uint64
 	if p.cfg.WarmupShapes {
-		u(uint64(p.cfg.PlanWorld))
-	} else {
-		u(0)
+		warm = uint64(p.cfg.PlanWorld)
 	}
-	u(uint64(len(p.winEnd)))
-	for _, e := range p.winEnd {
-		u(uint64(e))
-		if len(b) > 60<<10 {
-			h.Write(b)
-			b = b[:0]
-		}
-	}
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return p.hash(lazyAlgorithm, p.fingerprint, p.seed, p.epoch, p.cfg, warm, true)
 }
 
 // appendPolicy appends the plan-shaping fields of a normalized config: u64le(len) ‖ bytes of policy and remainder,
@@ -389,49 +308,6 @@ func (c Config) appendPolicy(b []byte) []byte {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	return b
-}
-
-// windowBlocks writes the blocks of window w to blk — the permuted blocks w·LazyWindowBlocks … in permuted order,
-// except that the dataset's last block, when it is shorter, goes last — and returns their count and rows.
-func (p *LazyPlan) windowBlocks(w int64, blk *[LazyWindowBlocks]int64) (k int, rows int64) {
-	lo := w * LazyWindowBlocks
-	hi := min(lo+LazyWindowBlocks, p.nblocks)
-	short := -1
-	for i := lo; i < hi; i++ {
-		b := int64(p.blocks.at(uint64(i)))
-		blk[k] = b
-		if b == p.nblocks-1 {
-			short = k
-			rows += p.lastRows
-		} else {
-			rows += LazyBlockRows
-		}
-		k++
-	}
-	if short >= 0 {
-		blk[short], blk[k-1] = blk[k-1], blk[short]
-	}
-	return k, rows
-}
-
-// window is what building a batch of one window needs: its blocks and its row permutation.
-type window struct {
-	blk  [LazyWindowBlocks]int64
-	rows int64
-	perm feistel
-}
-
-func (p *LazyPlan) window(w int64) *window {
-	win := &window{}
-	_, win.rows = p.windowBlocks(w, &win.blk)
-	win.perm = newFeistel(uint64(win.rows), splitmixAt(p.keyRows, uint64(w)+1))
-	return win
-}
-
-// row returns the dataset row at shuffled position q of the window.
-func (win *window) row(q int64) int64 {
-	x := int64(win.perm.at(uint64(q)))
-	return win.blk[x>>lazyBlockBits]<<lazyBlockBits | x&(LazyBlockRows-1)
 }
 
 // winTable is window w built whole: its rows in window-position order with every mega-batch sorted longest first
@@ -510,33 +386,12 @@ func (p *LazyPlan) cut(effs []uint32) int {
 // (build) or when the calls before this one read window w often enough (a consumer reading the window's batches
 // in turn); nil otherwise.
 func (p *LazyPlan) table(w int64, build bool) *winTable {
-	p.mu.Lock()
-	for _, t := range p.cache {
-		if t.w == w {
-			p.mu.Unlock()
-			return t
-		}
-	}
-	if p.last == w {
-		p.streak++
-	} else {
-		p.last, p.streak = w, 1
-	}
 	// Ski rental: a window read in turn is built once its mega-batch reads have cost about as much as building it
 	// (R/(M·B) reads), so a consumer of the whole window pays at most twice the cheaper way, and sampled reads
 	// spread over the epoch never build one.
-	build = build || p.streak > p.winRows[w]/int32(p.cfg.MegaBatchMult*max(p.cfg.BatchSize, 1))
-	p.mu.Unlock()
-	if !build {
-		return nil
-	}
-	t := p.buildWindow(w)
-	p.mu.Lock()
-	if len(p.cache) >= 2 {
-		p.cache = append(p.cache[:0], p.cache[1:]...)
-	}
-	p.cache = append(p.cache, t)
-	p.mu.Unlock()
+	t, _ := p.cache.get(w, func(streak int32) bool {
+		return build || streak > p.winRows[w]/int32(p.cfg.MegaBatchMult*max(p.cfg.BatchSize, 1))
+	}, func() *winTable { return p.buildWindow(w) })
 	return t
 }
 
@@ -622,10 +477,7 @@ func (p *LazyPlan) Batch(g int) Batch {
 
 // locate returns the window of global batch g and its internal batch index there.
 func (p *LazyPlan) locate(g int) (w, t int64) {
-	if g < 0 || g >= p.Len() {
-		panic(fmt.Sprintf("bucket: batch index %d out of range [0:%d)", g, p.Len()))
-	}
-	wi := sort.Search(len(p.winEnd), func(i int) bool { return p.winEnd[i] > int64(g) })
+	wi := p.windowOf(g)
 	lo, hi := p.WindowBatches(wi)
 	if wi == 0 && p.order0 != nil {
 		return 0, int64(p.order0[g])
