@@ -4,11 +4,14 @@ package bucket
 // every shape it holds without building every batch.
 
 // Bound is the largest batch a plan may hold: at most Rows rows, rows of at most Length (padded) tokens, and at
-// most Cells padded tokens (Rows×Length, or less where the policy caps the product, as a token budget does).
+// most Cells padded tokens (Rows×Length, or less where the policy caps the product, as a token budget does), and
+// at most Pieces pieces when Pieces > 0 (a lazy packed plan's bound; 0 where the plan does not say: one piece per
+// row for bucketed and tokens plans, a scan of the batches for exact packed plans).
 type Bound struct {
 	Rows   int
 	Length int
 	Cells  int64
+	Pieces int64
 }
 
 // BoundOf is the bound of a plan whose shapes are all known.

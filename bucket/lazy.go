@@ -75,19 +75,21 @@ var (
 )
 
 // NewEpochPlan plans one epoch of lengths: with [NewPlan] (over the lengths copied into a slice unless they are a
-// [SliceLengths]) when the dataset has at most [LazyThreshold] rows, or when the policy is packed or the plan
-// a sequential tokens plan (the lazy plans do not do those yet: at most 2^31−1 rows); else bucketed sequential
-// plans with [NewSeqPlan] and the others with [NewLazyPlan].
+// [SliceLengths]) when the dataset has at most [LazyThreshold] rows, or when the plan is a sequential tokens plan
+// (the lazy plans do not do those: at most 2^31−1 rows); else bucketed sequential plans with [NewSeqPlan], packed
+// plans with [NewLazyPacked] and the others with [NewLazyPlan] (see [EpochPlanner]).
 func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (EpochPlan, error) {
 	n := lengths.Len()
-	if n > LazyThreshold && cfg.Sequential && (cfg.Policy == Bucketed || cfg.Policy == "") {
+	switch EpochPlanner(n, cfg) {
+	case "lazy-sequential":
 		return NewSeqPlan(lengths, fingerprint, cfg)
-	}
-	if n > LazyThreshold && cfg.Policy != Packed && !cfg.Sequential {
+	case "lazy-packed":
+		return NewLazyPacked(lengths, fingerprint, seed, epoch, cfg, run)
+	case "lazy":
 		return NewLazyPlan(lengths, fingerprint, seed, epoch, cfg, run)
 	}
 	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("plan %d rows: %w (packed and sequential plans: at most %d rows)", n, ErrTooLarge, math.MaxInt32)
+		return nil, fmt.Errorf("plan %d rows: %w (sequential tokens plans: at most %d rows)", n, ErrTooLarge, math.MaxInt32)
 	}
 	s, ok := lengths.(SliceLengths)
 	if !ok {
@@ -97,6 +99,23 @@ func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, c
 		}
 	}
 	return NewPlan(s, fingerprint, seed, epoch, cfg)
+}
+
+// EpochPlanner names the planner [NewEpochPlan] uses for n rows under cfg: "exact" ([NewPlan]) up to
+// [LazyThreshold] rows and for sequential tokens plans, else "lazy-sequential" ([NewSeqPlan]) for bucketed
+// sequential plans, "lazy-packed" ([NewLazyPacked]) for packed plans and "lazy" ([NewLazyPlan]) for the others.
+func EpochPlanner(n int64, cfg Config) string {
+	switch {
+	case n <= LazyThreshold:
+		return "exact"
+	case cfg.Sequential && (cfg.Policy == Bucketed || cfg.Policy == ""):
+		return "lazy-sequential"
+	case cfg.Sequential:
+		return "exact"
+	case cfg.Policy == Packed:
+		return "lazy-packed"
+	}
+	return "lazy"
 }
 
 // LazyPlan is one epoch's batches, computed on demand (see the package documentation, "Lazy plans"). It holds
@@ -134,7 +153,7 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 	}
 	switch {
 	case c.Policy == Packed:
-		return nil, cfgErr("policy", "the lazy plan does not pack yet (packed plans: at most %d rows)", math.MaxInt32)
+		return nil, cfgErr("policy", "NewLazyPlan does not pack (see NewLazyPacked)")
 	case c.Sequential:
 		return nil, cfgErr("sequential", "not supported by the lazy plan")
 	case c.AutoBuckets > 0:
