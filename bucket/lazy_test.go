@@ -266,8 +266,9 @@ func TestNewEpochPlanThreshold(t *testing.T) {
 		t.Fatalf("above the threshold: %T, want *LazyPlan", ep)
 	}
 	pk := Config{Policy: Packed, BatchSize: 4, SeqLen: 2048}
-	if _, err := NewEpochPlan(hashLengths{n: math.MaxInt32 + 1, max: 10}, "fp", 1, 0, pk, nil); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("packed beyond 2^31 rows: %v, want ErrTooLarge", err)
+	seqTokens := Config{Policy: Tokens, TokenBudget: 4096, Sequential: true}
+	if _, err := NewEpochPlan(hashLengths{n: math.MaxInt32 + 1, max: 10}, "fp", 1, 0, seqTokens, nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("sequential tokens beyond 2^31 rows: %v, want ErrTooLarge", err)
 	}
 	for _, bad := range []Config{
 		{Policy: Bucketed, BatchSize: 4, AutoBuckets: 4},
