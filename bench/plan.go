@@ -30,8 +30,8 @@ type PlanConfig struct {
 	LengthSeed  uint64
 	Samples     int // batches timed after the first (0: 1000)
 	// Planner: "exact" (planner.NewPlan over a lengths array, as the server plans today), "lazy"
-	// (planner.NewLazyPlan over the synthetic lengths computed on demand: no array) or "auto" (the default:
-	// planner.NewEpochPlan's choice, exact up to planner.LazyThreshold rows).
+	// (planner.NewLazyPlan, or planner.NewLazyPacked for packed, over the synthetic lengths computed on demand: no
+	// array) or "auto" (the default: planner.NewEpochPlan's choice, exact up to planner.LazyThreshold rows).
 	Planner string
 	// Quality walks the whole epoch afterwards and reports the shuffle-quality measure of [Adjacency] (4 bytes
 	// per row; at most 2^32−1 rows).
@@ -93,20 +93,24 @@ func adjacency(p batcher, rows int64) (Adjacency, error) {
 // it covers the lengths array (the server holds the index's lengths the same way) and everything planning
 // allocated.
 type PlanResult struct {
-	Rows        int64      `json:"rows"`
-	Policy      string     `json:"policy"`
-	Planner     string     `json:"planner"`
-	Batches     int        `json:"batches"`
-	LengthsS    float64    `json:"lengths_s"`     // making the lengths array (not part of planning)
-	FirstBatchS float64    `json:"first_batch_s"` // plan + build batch 0
-	BatchUSMean float64    `json:"batch_us_mean"` // per further batch, sampled across the epoch
-	BatchUSP99  float64    `json:"batch_us_p99"`  //
-	Sampled     int        `json:"sampled"`       // batches timed
-	PeakRSSMB   float64    `json:"peak_rss_mb"`   // VmHWM of this process
-	GoMaxProcs  int        `json:"gomaxprocs"`    //
-	LengthNS    float64    `json:"length_ns"`     // cost of one synthetic length (lazy plans compute them per batch)
-	PlanHash    string     `json:"plan_hash,omitempty"`
-	Adjacency   *Adjacency `json:"adjacency,omitempty"` // with Quality
+	Rows        int64   `json:"rows"`
+	Policy      string  `json:"policy"`
+	Planner     string  `json:"planner"`
+	Batches     int     `json:"batches"`
+	LengthsS    float64 `json:"lengths_s"`     // making the lengths array (not part of planning)
+	PlanS       float64 `json:"plan_s"`        // making the plan (the counting pass of lazy tokens and packed plans)
+	FirstBatchS float64 `json:"first_batch_s"` // plan + build batch 0
+	BatchUSMean float64 `json:"batch_us_mean"` // per further batch, sampled across the epoch
+	BatchUSP99  float64 `json:"batch_us_p99"`  //
+	Sampled     int     `json:"sampled"`       // batches timed
+	PeakRSSMB   float64 `json:"peak_rss_mb"`   // VmHWM of this process
+	GoMaxProcs  int     `json:"gomaxprocs"`    //
+	LengthNS    float64 `json:"length_ns"`     // cost of one synthetic length (lazy plans compute them per batch)
+	PlanHash    string  `json:"plan_hash,omitempty"`
+	// PackingEfficiency is the plan's Stats().PackingEfficiency: real / padded tokens (exact plans and lazy packed
+	// plans: of the epoch; lazy bucketed and tokens plans: of their first window).
+	PackingEfficiency float64    `json:"packing_efficiency"`
+	Adjacency         *Adjacency `json:"adjacency,omitempty"` // with Quality
 }
 
 // PlanBench plans one epoch and times it (see [PlanResult]). It allocates the lengths array of today's planner (4
@@ -135,7 +139,7 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 	switch c.Planner {
 	case "", "auto":
 		res.Planner = "exact"
-		if c.Rows > planner.LazyThreshold && c.Policy != planner.Packed {
+		if planner.EpochPlanner(c.Rows, cfg) != "exact" {
 			res.Planner = "lazy"
 		}
 	case "exact", "lazy":
@@ -144,10 +148,18 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 	}
 	if res.Planner == "lazy" {
 		t0 := time.Now()
-		p, err := planner.NewLazyPlan(syn, fp, c.Seed, c.Epoch, cfg, planner.Parallel)
+		var p lazyPlan
+		var err error
+		if c.Policy == planner.Packed {
+			p, err = planner.NewLazyPacked(syn, fp, c.Seed, c.Epoch, cfg, planner.Parallel)
+		} else {
+			p, err = planner.NewLazyPlan(syn, fp, c.Seed, c.Epoch, cfg, planner.Parallel)
+		}
 		if err != nil {
 			return res, err
 		}
+		res.PlanS = time.Since(t0).Seconds()
+		res.PackingEfficiency = p.Stats().PackingEfficiency
 		if p.Len() > 0 {
 			_ = p.Batch(0)
 		}
@@ -171,6 +183,8 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 	if err != nil {
 		return res, err
 	}
+	res.PlanS = time.Since(t0).Seconds()
+	res.PackingEfficiency = p.Stats().PackingEfficiency
 	var plan batcher = p
 	if plan.Len() > 0 {
 		_ = plan.Batch(0)
@@ -194,6 +208,12 @@ func quality(c PlanConfig, p batcher, res *PlanResult) error {
 	}
 	res.Adjacency = &a
 	return nil
+}
+
+// lazyPlan is a lazy plan as PlanBench uses it.
+type lazyPlan interface {
+	batcher
+	Stats() planner.Stats
 }
 
 // batcher is what PlanBench times: a plan's batch count and batch builder.

@@ -25,6 +25,18 @@ func TestPlanBench(t *testing.T) {
 			t.Fatalf("%s: implausible result %+v", pol, res)
 		}
 	}
+	// The lazy packed plan packs about as well as the exact one (3 windows).
+	var eff [2]float64
+	for i, pl := range []string{"exact", "lazy"} {
+		res, err := PlanBench(PlanConfig{Rows: 2_500_000, Policy: planner.Packed, BatchSize: 8, SeqLen: 4096, SplitDocs: true, Samples: 20, Planner: pl})
+		if err != nil || res.Planner != pl || res.PlanS <= 0 || res.PlanS > res.FirstBatchS {
+			t.Fatalf("packed %s: %+v, %v", pl, res, err)
+		}
+		eff[i] = res.PackingEfficiency
+	}
+	if eff[0] < 0.999 || eff[1] < eff[0]-0.002 {
+		t.Fatalf("packing efficiency exact %.6f, lazy %.6f", eff[0], eff[1])
+	}
 	// Beyond 2^31 rows the lazy plan, without a lengths array.
 	res, err := PlanBench(PlanConfig{Rows: 3_000_000_000, Policy: planner.Bucketed, BatchSize: 16, Samples: 20})
 	if err != nil || res.Planner != "lazy" || res.Batches != 3_000_000_000/16 || res.PeakRSSMB > 2000 {

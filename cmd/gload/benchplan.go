@@ -23,10 +23,12 @@ the time to the first batch (planning included), mean and p99 microseconds per f
 evenly across the epoch), batches in the epoch, and the peak RSS of the process (VmHWM), which includes the 4-byte
 per row lengths array the planner reads, as the server holds the index's lengths.
 
---planner lazy (the default above 2^27 rows, but for packed) plans with bucket.NewLazyPlan, which reads lengths on
-demand: no lengths array is made, and each batch computes its mega-batch's synthetic lengths (length_ns says what one
-costs; a memory-mapped index reads one in a few ns). Lazy plans warm up within their first window, which they build
-before the first batch.`,
+--planner lazy (the default above 2^27 rows) plans with bucket.NewLazyPlan (bucket.NewLazyPacked for packed), which
+reads lengths on demand: no lengths array is made, and each batch computes its mega-batch's (packed: its window's)
+synthetic lengths (length_ns says what one costs; a memory-mapped index reads one in a few ns). Lazy plans warm up
+within their first window, which they build before the first batch. plan_s is the time to make the plan (for lazy
+tokens and packed plans, their counting pass over every row, on every core); packing_efficiency is the plan's real
+over padded tokens.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.Policy = bucket.Policy(policy)
