@@ -83,8 +83,9 @@
 //
 // [NewEpochPlan] plans datasets of at most [LazyThreshold] (2^27) rows with
 // [NewPlan], exactly as before (golden files, plan hashes and resume states
-// are unchanged), and larger bucketed and tokens datasets with
-// [NewLazyPlan]: a plan whose memory is O(windows) — 8 + 4 bytes per
+// are unchanged), larger bucketed and tokens datasets with [NewLazyPlan]
+// and larger packed ones with [NewLazyPacked] (see "Lazy packed plans"; the
+// choice is [EpochPlanner]'s): a plan whose memory is O(windows) — 8 + 4 bytes per
 // window of about 2^20 rows, plus the windows being served — and whose batch
 // g is computed on demand. Row numbers are int64; a lazy plan has no row
 // limit. Its randomness, specified here like the exact plans':
@@ -140,11 +141,72 @@
 // only the rarest lengths.
 //
 // Not (yet) in lazy plans: automatic boundaries,
-// ShuffleWindow, sequential plans and packing (those stay on [NewPlan], at
+// ShuffleWindow and sequential tokens plans (those stay on [NewPlan], at
 // most 2^31−1 rows), [Plan.Shapes] and [Plan.Stats]. Shuffle quality: a
 // batch draws its rows from one window (about 10^6 rows from 16 random
 // places of the dataset) rather than from the whole dataset; see
 // docs/planning-at-scale.md for the measured effect.
+//
+// # Lazy packed plans
+//
+// [NewLazyPacked] plans packed epochs past [LazyThreshold] rows. Its blocks,
+// block permutation π (stream 5), windows and window row permutations ρ_w
+// (stream 6) are exactly a lazy plan's (above). Window w is packed on its
+// own, by the exact packer's rules (see [NewPlan]):
+//
+//   - the window's rows, in ρ_w order, become items as [NewPlan] makes them
+//     (truncated to MaxLength; then to SeqLen, or with SplitDocs cut into
+//     SeqLen-token pieces plus a tail), sorted by length descending, ties in
+//     ρ_w order (a total order);
+//   - the items are placed first-fit-decreasing into rows of SeqLen tokens
+//     as [NewPlan] places them (with SplitDocs, a too-long item first fills
+//     the open row with the most room while any has room); the window's
+//     packed rows are numbered 0 … R_w−1 in the order they are opened;
+//   - packed row k goes to place π'_w(k) of the window, π'_w a keyed
+//     permutation of [0, R_w) (key: SplitMix64 output w+1 of stream 8's key;
+//     a Feistel network as above), and places are grouped BatchSize at a
+//     time: the window has ⌈R_w / BatchSize⌉ batches, of which only the last
+//     may be short; batch j of window w is global batch end(w−1) + j.
+//
+// R_w depends only on the multiset of the window's item lengths, not on which
+// document an item comes from, so the counting pass reads each window's
+// lengths (block by block), counts item lengths (a histogram, or a sort when
+// SeqLen ≥ 2^20) and runs the same first-fit-decreasing over them without
+// row numbers: no permutation, about 4 bytes per packed row and 8·(SeqLen+1)
+// bytes per window being counted. It runs window by window through the
+// caller's [Runner] (parallel if it likes; the result does not depend on it)
+// and also sums the epoch's pieces and tokens ([LazyPacked.Stats] is exact)
+// and the most pieces of any BatchSize packed rows of one window
+// ([Bound].Pieces, for buffers sized before the batches are built).
+//
+// Its result, [PackedCounts], is the plan's only epoch-wide state (4 bytes
+// per window plus totals). A caller may keep it ([PackedCounts.MarshalBinary],
+// checksummed) under [LazyPackedKey] — a hash of everything the counts depend
+// on: algorithm, block and window sizes, rows, fingerprint, seed, epoch and
+// policy — and plan the same epoch again with [NewLazyPackedFrom], which
+// checks the key and the window count and packs window 0 and two keyed-random
+// windows again to compare, instead of counting every window. Counts depend
+// on the epoch (windows are redrawn every epoch). Package bucket does no
+// I/O: storing them is the caller's.
+//
+// [LazyPacked.Batch] packs the window of the batch asked for in full (O(rows
+// of the window) time, about 60 bytes per piece while packing) the first time
+// one of its batches is read, and keeps the two most recently packed windows
+// (about 8 bytes per row and 16 per piece each); callers reading a window
+// being packed wait for it. Consumers read global batches in order, so each
+// window is packed once per server; reads scattered over many windows cost a
+// window's packing each. A window may hold at most [MaxWindowPieces] pieces
+// ([ErrTooLarge] otherwise).
+//
+// Guarantees: a pure function of (fingerprint, lengths, seed, epoch,
+// policy); every token of every row delivered exactly once per epoch with
+// SplitDocs (every row once, truncated to SeqLen, without); deals as
+// [Plan.Assign]; [LazyPacked.Hash] names "gload/plan/lazy-packed/v1"
+// (layout as [LazyPlan.Hash], warm-up field 0). Packed rows only hold
+// documents of one window: the packing efficiency (real / padded tokens) is
+// within 10^-5 of the exact packer's on synthetic web lengths (see
+// docs/planning-at-scale.md). Shapes lists window 0's shapes; every window's
+// last batch may be short.
 //
 // # Caveats
 //
