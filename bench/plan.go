@@ -101,6 +101,7 @@ type PlanResult struct {
 	PlanS       float64 `json:"plan_s"`        // making the plan (the counting pass of lazy tokens and packed plans)
 	FirstBatchS float64 `json:"first_batch_s"` // plan + build batch 0
 	BatchUSMean float64 `json:"batch_us_mean"` // per further batch, sampled across the epoch
+	BatchUSP50  float64 `json:"batch_us_p50"`  // (lazy packed: a batch of a window already packed)
 	BatchUSP99  float64 `json:"batch_us_p99"`  //
 	Sampled     int     `json:"sampled"`       // batches timed
 	PeakRSSMB   float64 `json:"peak_rss_mb"`   // VmHWM of this process
@@ -243,6 +244,7 @@ func timeBatches(p batcher, n int, res *PlanResult) {
 	slices.Sort(us)
 	res.Sampled = n
 	res.BatchUSMean = sum / float64(n)
+	res.BatchUSP50 = us[(n-1)/2]
 	res.BatchUSP99 = us[min(n-1, int(math.Ceil(0.99*float64(n)))-1)]
 }
 
