@@ -162,7 +162,7 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 		return nil, cfgErr("shuffle_window", "not supported by the lazy plan (it reads the dataset in windows of %d rows already)", LazyBlockRows*LazyWindowBlocks)
 	}
 	run = run.orSerial()
-	layout, err := newLazyLayout(lengths.Len(), fingerprint, seed, epoch)
+	layout, err := newLazyLayout(lengths.Len(), fingerprint, seed, epoch, c.Remainder)
 	if err != nil {
 		return nil, err
 	}
@@ -280,16 +280,6 @@ func (p *LazyPlan) checkBudget() error {
 
 // Config returns the plan's configuration with defaults applied.
 func (p *LazyPlan) Config() Config { return p.cfg }
-
-// Assign deals the plan's batches exactly as [Plan.Assign] does.
-func (p *LazyPlan) Assign(start, rank, world, worker, workers int) ([]int, error) {
-	return assign(p.Len(), p.cfg.Remainder, start, rank, world, worker, workers)
-}
-
-// PerRank is [Plan.PerRank].
-func (p *LazyPlan) PerRank(start, world int) int {
-	return perRank(p.Len(), p.cfg.Remainder, start, world)
-}
 
 // Hash identifies the plan without building its batches: 32 hex digits of SHA-256 over
 //

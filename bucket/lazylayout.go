@@ -23,17 +23,19 @@ type lazyLayout struct {
 	blocks   feistel
 	keyRows  uint64
 	winEnd   []int64 // global batches of windows 0 … w: winEnd[w]
+	rem      Remainder
 }
 
-// newLazyLayout lays out n rows for (fingerprint, seed, epoch): streams 5 (blocks) and 6 (rows of each window).
-func newLazyLayout(n int64, fingerprint string, seed uint64, epoch int) (lazyLayout, error) {
+// newLazyLayout lays out n rows for (fingerprint, seed, epoch): streams 5 (blocks) and 6 (rows of each window);
+// rem is the plan's remainder policy (for dealing).
+func newLazyLayout(n int64, fingerprint string, seed uint64, epoch int, rem Remainder) (lazyLayout, error) {
 	if n < 0 {
 		return lazyLayout{}, fmt.Errorf("lazy plan: %d rows", n)
 	}
 	if n > MaxPlanRows {
 		return lazyLayout{}, fmt.Errorf("plan %d rows: %w (at most %d rows)", n, ErrTooLarge, int64(MaxPlanRows))
 	}
-	l := lazyLayout{n: n}
+	l := lazyLayout{n: n, rem: rem}
 	l.nblocks = (n + LazyBlockRows - 1) / LazyBlockRows
 	l.lastRows = n - (l.nblocks-1)*LazyBlockRows
 	l.blocks = newFeistel(uint64(l.nblocks), streamKey(fingerprint, seed, epoch, streamLazyBlocks))
@@ -64,6 +66,16 @@ func (l *lazyLayout) Len() int {
 		return 0
 	}
 	return int(l.winEnd[len(l.winEnd)-1])
+}
+
+// Assign deals the plan's batches exactly as [Plan.Assign] does.
+func (l *lazyLayout) Assign(start, rank, world, worker, workers int) ([]int, error) {
+	return assign(l.Len(), l.rem, start, rank, world, worker, workers)
+}
+
+// PerRank is [Plan.PerRank].
+func (l *lazyLayout) PerRank(start, world int) int {
+	return perRank(l.Len(), l.rem, start, world)
 }
 
 // Rows returns the dataset's rows.

@@ -111,7 +111,7 @@ func newLazyPacked(n int64, lengths Lengths, fingerprint string, seed uint64, ep
 	case c.ShuffleWindow > 0:
 		return nil, cfgErr("shuffle_window", "not supported by the lazy plan (it reads the dataset in windows of %d rows already)", LazyBlockRows*LazyWindowBlocks)
 	}
-	layout, err := newLazyLayout(n, fingerprint, seed, epoch)
+	layout, err := newLazyLayout(n, fingerprint, seed, epoch, c.Remainder)
 	if err != nil {
 		return nil, err
 	}
@@ -248,16 +248,6 @@ func (p *LazyPacked) Stats() Stats { return p.stats }
 // non-empty pieces, so Pieces ≤ BatchSize·SeqLen plus the window's empty documents (which all go to a window's
 // first packed row).
 func (p *LazyPacked) Bound() Bound { return p.bound }
-
-// Assign deals the plan's batches exactly as [Plan.Assign] does.
-func (p *LazyPacked) Assign(start, rank, world, worker, workers int) ([]int, error) {
-	return assign(p.Len(), p.cfg.Remainder, start, rank, world, worker, workers)
-}
-
-// PerRank is [Plan.PerRank].
-func (p *LazyPacked) PerRank(start, world int) int {
-	return perRank(p.Len(), p.cfg.Remainder, start, world)
-}
 
 // Hash identifies the plan: 32 hex digits of SHA-256 laid out as [LazyPlan.Hash]'s, over
 // "gload/plan/lazy-packed/v1", with 0 for the warm-up and the prefix table of batches per window. No lazy packed

@@ -140,7 +140,7 @@ func TestLazyPackedExactlyOnce(t *testing.T) {
 		name := fmt.Sprintf("%d/%d×%d/split=%v/max=%d/zeros=%v", tc.rows, tc.cfg.BatchSize, tc.cfg.SeqLen, tc.cfg.SplitDocs, tc.cfg.MaxLength, tc.zeros)
 		t.Run(name, func(t *testing.T) {
 			if tc.rows > 3_000_000 && testing.Short() {
-				t.Skipf("%d rows: a minute on 2 cores; run without -short", tc.rows)
+				t.Skipf("%d rows: about 15 s and 600 MB on 2 cores; run without -short", tc.rows)
 			}
 			var l Lengths = Synthetic{Rows: tc.rows, Seed: 3}
 			if tc.zeros {
