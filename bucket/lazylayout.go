@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -208,7 +209,8 @@ type winCache[T any] struct {
 
 type winEntry[T any] struct {
 	w    int64
-	done chan struct{} // closed when t is set
+	done chan struct{} // closed when t is set or building it failed
+	ok   bool          // t is set
 	t    T
 }
 
@@ -216,7 +218,7 @@ func newWinCache[T any](keep int) winCache[T] { return winCache[T]{keep: keep, l
 
 // put adds window w's table.
 func (c *winCache[T]) put(w int64, t T) {
-	e := &winEntry[T]{w: w, done: make(chan struct{}), t: t}
+	e := &winEntry[T]{w: w, done: make(chan struct{}), ok: true, t: t}
 	close(e.done)
 	c.mu.Lock()
 	c.add(e)
@@ -232,13 +234,16 @@ func (c *winCache[T]) add(e *winEntry[T]) {
 
 // get returns window w's table: a cached one (waiting while another caller builds it), else the one build
 // returns when want(streak) — streak counting the calls in a row for window w that found no table, this one
-// included — else the zero T and false.
+// included — else the zero T and false. A build that panics leaves nothing in the cache (its waiters try again).
 func (c *winCache[T]) get(w int64, want func(streak int32) bool, build func() T) (T, bool) {
 	c.mu.Lock()
 	for _, e := range c.ents {
 		if e.w == w {
 			c.mu.Unlock()
 			<-e.done
+			if !e.ok {
+				return c.get(w, want, build)
+			}
 			return e.t, true
 		}
 	}
@@ -255,7 +260,15 @@ func (c *winCache[T]) get(w int64, want func(streak int32) bool, build func() T)
 	e := &winEntry[T]{w: w, done: make(chan struct{})}
 	c.add(e)
 	c.mu.Unlock()
-	defer close(e.done)
+	defer func() {
+		if !e.ok {
+			c.mu.Lock()
+			c.ents = slices.DeleteFunc(c.ents, func(x *winEntry[T]) bool { return x == e })
+			c.mu.Unlock()
+		}
+		close(e.done)
+	}()
 	e.t = build()
+	e.ok = true
 	return e.t, true
 }

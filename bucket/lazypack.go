@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -133,8 +132,10 @@ func NewLazyPacked(lengths Lengths, fingerprint string, seed uint64, epoch int, 
 	wcs := make([]winCount, nwin)
 	errs := make([]error, nwin)
 	run.orSerial()(nwin, func(w int) { wcs[w], errs[w] = p.countWindow(int64(w)) })
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first window's that failed
+		}
 	}
 	c := PackedCounts{Key: p.key(), Rows: make([]int32, nwin)}
 	for w, wc := range wcs {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -570,4 +571,34 @@ func TestLazyPackedThreshold(t *testing.T) {
 		t.Fatalf("seq_len 2^20: lazy %+v, exact %+v", bp.Stats(), be.Stats())
 	}
 	walkPacked(t, bp, small, 0, bp.Len(), nil)
+}
+
+// TestLazyPackedWrongCounts: counts that pass NewLazyPackedFrom's checks but are wrong for a window it did not
+// pack again make Batch panic with a message naming the window, every time (the cache keeps no half-built window).
+func TestLazyPackedWrongCounts(t *testing.T) {
+	l := Synthetic{Rows: 4_300_000, Seed: 6}
+	cfg := Config{Policy: Packed, BatchSize: 8, SeqLen: 4096}
+	p := mustPacked(t)(NewLazyPacked(l, "fp", 1, 0, cfg, Parallel))
+	checked := append([]int{0}, verifyWindows(p)...)
+	w := 0
+	for slices.Contains(checked, w) {
+		w++
+	}
+	c := p.Counts()
+	c.Rows[w] += 8 // one batch more
+	q, err := NewLazyPackedFrom(l, "fp", 1, 0, cfg, c)
+	if err != nil {
+		t.Fatalf("window %d's count is not checked, yet: %v", w, err)
+	}
+	lo, _ := q.WindowBatches(w)
+	for range 2 {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), fmt.Sprintf("window %d packs into", w)) {
+					t.Fatalf("Batch(%d) of window %d with a wrong count: recovered %v", lo, w, r)
+				}
+			}()
+			q.Batch(lo)
+		}()
+	}
 }
