@@ -307,21 +307,49 @@ func (p *LazyPacked) countWindow(w int64) (winCount, error) {
 	pk := packer{tree: newBinTree(), s: s, split: split, maxRows: math.MaxInt32 - 1}
 	var rowPieces []int32
 	var parts []part
-	place := func(x int64) {
-		parts, _ = pk.place(x, parts[:0]) // at most 2·MaxWindowPieces rows: never fails
-		for _, pt := range parts {
-			if int(pt.row) == len(rowPieces) {
-				rowPieces = append(rowPieces, 0)
-			}
-			rowPieces[pt.row]++
-			wc.real += int64(pt.n)
+	put := func(r int, k, x int64) {
+		for len(rowPieces) <= r {
+			rowPieces = append(rowPieces, 0)
 		}
-		wc.pieces += int64(len(parts))
+		rowPieces[r] += int32(k)
+		wc.real += k * x
+		wc.pieces += k
+	}
+	// run places c items of x tokens, as c calls of pk.place would, but k at a time where k equal items go to
+	// one row in a row: the leftmost row with room ≥ x takes the next item as long as its room stays ≥ x (rows
+	// left of it have less room, and rooms only shrink), and so does a row just opened.
+	run := func(x, c int64) {
+		for c > 0 {
+			r := pk.tree.first(x)
+			if r < 0 && split && x > 0 && pk.tree.maxRoom() > 0 {
+				parts, _ = pk.place(x, parts[:0]) // at most 2·MaxWindowPieces rows: never fails
+				for _, pt := range parts {
+					put(int(pt.row), 1, int64(pt.n))
+				}
+				c--
+				continue
+			}
+			room := s
+			if r >= 0 {
+				room = pk.tree.room(r)
+			}
+			k := c
+			if x > 0 {
+				k = min(c, room/x)
+			}
+			if r < 0 {
+				r = pk.tree.add(room - k*x)
+			} else {
+				pk.tree.set(r, room-k*x)
+			}
+			put(r, k, x)
+			c -= k
+		}
 	}
 	if hist != nil {
 		for x := s; x >= 0; x-- {
-			for range hist[x] {
-				place(x)
+			if hist[x] > 0 {
+				run(x, hist[x])
 			}
 		}
 	} else {
@@ -340,8 +368,13 @@ func (p *LazyPacked) countWindow(w int64) (winCount, error) {
 			}
 		})
 		slices.Sort(lens)
-		for i := len(lens) - 1; i >= 0; i-- {
-			place(int64(lens[i]))
+		for hi := len(lens); hi > 0; {
+			lo := hi - 1
+			for lo > 0 && lens[lo-1] == lens[hi-1] {
+				lo--
+			}
+			run(int64(lens[hi-1]), int64(hi-lo))
+			hi = lo
 		}
 	}
 	wc.rows = int32(pk.tree.open)

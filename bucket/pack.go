@@ -57,7 +57,11 @@ func (b *binTree) set(r int, room int64) {
 	i := b.size + r
 	b.t[i] = room
 	for i >>= 1; i >= 1; i >>= 1 {
-		b.t[i] = max(b.t[2*i], b.t[2*i+1])
+		v := max(b.t[2*i], b.t[2*i+1])
+		if b.t[i] == v {
+			return // and so are the nodes above
+		}
+		b.t[i] = v
 	}
 }
 
