@@ -517,6 +517,22 @@ func TestLazyPackedThreshold(t *testing.T) {
 			t.Errorf("EpochPlanner(%d, %s): %s, want %s", tc.n, tc.cfg.Policy, got, tc.want)
 		}
 	}
+	// Above it, the lazy packed plan (a counting pass over 2^27 rows: a few seconds).
+	if testing.Short() {
+		t.Log("skipping NewEpochPlan at LazyThreshold+1 packed rows under -short (a counting pass of 2^27 rows)")
+	} else {
+		big := hashLengths{n: LazyThreshold + 1, max: 1000}
+		ep, err := NewEpochPlan(big, "fp", 1, 0, pk, Parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp, ok := ep.(*LazyPacked)
+		if !ok || lp.Rows() != LazyThreshold+1 {
+			t.Fatalf("above the threshold: %T, want *LazyPacked of %d rows", ep, LazyThreshold+1)
+		}
+		lo, hi := lp.WindowBatches(lp.Windows() - 1)
+		walkPacked(t, lp, big, lo, hi, lp.WindowBlocks(lp.Windows()-1))
+	}
 	// Below the threshold NewEpochPlan gives the exact packed plan, hash and all.
 	small := make(SliceLengths, 20_000)
 	Synthetic{Rows: 20_000}.Fill(0, small)
