@@ -191,8 +191,8 @@
 //
 // [LazyPacked.Batch] packs the window of the batch asked for in full (O(rows
 // of the window) time, about 60 bytes per piece while packing) the first time
-// one of its batches is read, and keeps the two most recently packed windows
-// (about 8 bytes per row and 16 per piece each); callers reading a window
+// one of its batches is read, and keeps the four most recently packed windows
+// (8 bytes per row and 12 per piece each); callers reading a window
 // being packed wait for it. Consumers read global batches in order, so each
 // window is packed once per server; reads scattered over many windows cost a
 // window's packing each. A window may hold at most [MaxWindowPieces] pieces

@@ -32,6 +32,9 @@ const (
 	// packedVerifyWindows is how many windows beside window 0 [NewLazyPackedFrom] packs again to check the
 	// counts it is given.
 	packedVerifyWindows = 2
+	// lazyPackedKeep is how many packed windows a plan keeps: enough for consumers a few windows apart (a stream
+	// from object storage looks 4 096 of its batches ahead, several windows at world sizes of 8 and more).
+	lazyPackedKeep = 4
 	// packedHistMax: the counting pass counts item lengths in a histogram when SeqLen is below it, else sorts them.
 	packedHistMax = 1 << 20
 )
@@ -58,7 +61,8 @@ type winCount struct {
 }
 
 // LazyPacked is one epoch of a packed plan, computed on demand: O(windows) memory (12 bytes per window of about
-// 2^20 rows) plus the two windows being served (about 25 bytes per row and piece of a window). It is safe for
+// 2^20 rows) plus the lazyPackedKeep windows last served (8 bytes per row and 12 per piece of a window: about
+// 23 MB for 2^20 rows of web text). It is safe for
 // concurrent use.
 type LazyPacked struct {
 	cfg         Config
@@ -75,7 +79,7 @@ type LazyPacked struct {
 	stats     Stats
 	bound     Bound
 
-	cache winCache[*packTable] // the two most recently packed windows
+	cache winCache[*packTable] // the lazyPackedKeep most recently packed windows
 }
 
 var _ EpochPlan = (*LazyPacked)(nil)
@@ -116,7 +120,7 @@ func newLazyPacked(n int64, lengths Lengths, fingerprint string, seed uint64, ep
 	}
 	return &LazyPacked{cfg: c, fingerprint: fingerprint, seed: seed, epoch: epoch, lengths: lengths,
 		pd: newMultiplePadder(lengthLimit(c.MaxLength), 1), lazyLayout: layout,
-		keyPacked: streamKey(fingerprint, seed, epoch, streamLazyPacked), cache: newWinCache[*packTable](2)}, nil
+		keyPacked: streamKey(fingerprint, seed, epoch, streamLazyPacked), cache: newWinCache[*packTable](lazyPackedKeep)}, nil
 }
 
 // NewLazyPacked plans one epoch of lengths under the packed policy as a lazy block plan: BatchSize, SeqLen,
@@ -485,7 +489,7 @@ func (p *LazyPacked) buildWindow(w int64) *packTable {
 
 // Batch builds global batch g, g in [0, Len()); it panics, like a slice index, for any other g. Batch j of window
 // w (g = the window's first batch + j) is places j·BatchSize … of the window's permuted packed rows; the window is
-// packed when a batch of it is first asked for and kept (the two newest windows), so a consumer reading the
+// packed when a batch of it is first asked for and kept (the lazyPackedKeep newest windows), so a consumer reading the
 // windows' batches in turn packs each window once.
 func (p *LazyPacked) Batch(g int) Batch {
 	w := p.windowOf(g)

@@ -171,7 +171,7 @@ func TestLazyPackedExactlyOnce(t *testing.T) {
 // TestLazyPackedOnDemand: batches read in any order, windows packed again after eviction, equal the batches read
 // window after window from a fresh plan, and a window's batches are its packing (buildWindow) in order.
 func TestLazyPackedOnDemand(t *testing.T) {
-	l := Synthetic{Rows: 3_300_000, Seed: 9}
+	l := Synthetic{Rows: 5_500_000, Seed: 9}
 	cfg := Config{Policy: Packed, BatchSize: 5, SeqLen: 2048, SplitDocs: true}
 	p, err := NewLazyPacked(l, "fp", 1, 0, cfg, nil)
 	if err != nil {
@@ -181,8 +181,11 @@ func TestLazyPackedOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var order []int // interleaved over the 4 windows, last window first, so windows are evicted and packed again
-	for k := range 8 {
+	if p.Windows() <= lazyPackedKeep {
+		t.Fatalf("%d windows: want more than the %d a plan keeps", p.Windows(), lazyPackedKeep)
+	}
+	var order []int // interleaved over the windows, last window first, so windows are evicted and packed again
+	for k := range 4 {
 		for w := p.Windows() - 1; w >= 0; w-- {
 			lo, hi := p.WindowBatches(w)
 			order = append(order, lo+(k*7919)%(hi-lo))
