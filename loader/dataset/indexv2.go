@@ -83,4 +83,3 @@ func unmarshalIndexV2(b []byte) (*Index, error) {
 	ix.readFP = fp
 	return ix, nil
 }
-

@@ -69,8 +69,8 @@ type Dataset struct {
 	ixChecked    bool   // every length of the index in use was checked at open
 	lens         *IndexLengths
 	upgraded     bool // the index in use was read from an older format version (rewritten with WriteIndex)
-	verified     int    // shards hashed at open
-	scanned      int    // shards scanned at open
+	verified     int  // shards hashed at open
+	scanned      int  // shards scanned at open
 	scannedNames []string
 	columns      []string
 	closed       atomic.Bool
