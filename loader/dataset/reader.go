@@ -859,6 +859,11 @@ func (d *Dataset) TokenizerHash() string { return d.tokHash }
 // (false when it had to scan one or more shards).
 func (d *Dataset) IndexUsed() bool { return d.fromIndex }
 
+// IndexUpgraded reports whether Open read the index from an older format
+// version (in full; it rewrote it as the current version when WriteIndex was
+// set and the write succeeded).
+func (d *Dataset) IndexUpgraded() bool { return d.upgraded }
+
 // Shards describes the shards in order.
 func (d *Dataset) Shards() []ShardStat {
 	out := make([]ShardStat, len(d.shards))
