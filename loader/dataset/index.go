@@ -242,15 +242,15 @@ func (ix *Index) validate() error {
 // block's lengths against its summary and crc32c, every shard's tokens against its lengths, and the fingerprint
 // recorded in the header against the one computed from the content. It reads every length (O(rows)).
 func (ix *Index) Verify() error {
-	if err := ix.validate(); err != nil {
-		return err
-	}
-	if ix.blocks.b != nil {
+	if ix.blocks.b != nil && ix.blocks.rows == ix.Rows() {
 		for b := range ix.blocks.len() {
 			if err := ix.verifyBlock(b); err != nil {
 				return err
 			}
 		}
+	}
+	if err := ix.validate(); err != nil {
+		return err
 	}
 	if !ix.readFP.IsZero() {
 		if c := ix.ComputeFingerprint(); c != ix.readFP {
