@@ -141,8 +141,12 @@ func TestIndexV3DecodeErrors(t *testing.T) {
 		f(b)
 		return resealHeader(b, l)
 	}
-	put32 := func(off int, v uint32) []byte { return edit(func(b []byte) { binary.LittleEndian.PutUint32(b[off:], v) }) }
-	put64 := func(off int, v uint64) []byte { return edit(func(b []byte) { binary.LittleEndian.PutUint64(b[off:], v) }) }
+	put32 := func(off int, v uint32) []byte {
+		return edit(func(b []byte) { binary.LittleEndian.PutUint32(b[off:], v) })
+	}
+	put64 := func(off int, v uint64) []byte {
+		return edit(func(b []byte) { binary.LittleEndian.PutUint64(b[off:], v) })
+	}
 	block := func(blk, field int) int { return l.tableAt + blk*blockEntrySize + field }
 	for _, tc := range []struct {
 		name   string
@@ -382,8 +386,7 @@ func TestBlockTableAtScale(t *testing.T) {
 	if _, _, err := tab.checkTable(aligned); !errors.Is(err, ErrBadIndex) {
 		t.Fatalf("tokens moved across an aligned shard boundary: %v", err)
 	}
-	ls := &IndexLengths{tab: tab}
-	ls = newIndexLengths("x", nil, tab, false)
+	ls := newIndexLengths("x", nil, tab, false)
 	if ls.Tokens() != tokens || ls.MaxLength() != 100000 || ls.NumBlocks() != nb || ls.Block(nb-1).Rows != 58368 {
 		t.Fatalf("IndexLengths summaries: %d tokens, max %d, %d blocks", ls.Tokens(), ls.MaxLength(), ls.NumBlocks())
 	}
