@@ -135,6 +135,11 @@ func (ix *Index) encodeHeader() []byte {
 	fp := ix.ComputeFingerprint()
 	tab := computeBlocks(ix.Lengths) // never a table decoded before: the caller may have changed Lengths
 	ix.blocks = tab
+	return ix.encodeHeaderWith(fp, tab)
+}
+
+// encodeHeaderWith is encodeHeader with the fingerprint and the block table (over tab.rows rows) given.
+func (ix *Index) encodeHeaderWith(fp Digest, tab blockTable) []byte {
 	n := 8 + 4 + 4 + len(ix.TokenizerHash) + 32 + 4 + 8 + 4 + 4 + 8 + len(tab.b) + 4
 	for _, s := range ix.Shards {
 		n += 4 + len(s.Name) + 8 + 32 + 2*8 + 4 + 16*len(s.Batches)
@@ -160,7 +165,7 @@ func (ix *Index) encodeHeader() []byte {
 			b = binary.LittleEndian.AppendUint64(b, uint64(br.FirstRow))
 		}
 	}
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(ix.Lengths)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(tab.rows))
 	b = binary.LittleEndian.AppendUint32(b, BlockRows)
 	b = binary.LittleEndian.AppendUint32(b, HistBuckets)
 	b = binary.LittleEndian.AppendUint64(b, uint64(off))

@@ -441,7 +441,12 @@ func TestOpenLazyBlockCheck(t *testing.T) {
 
 // marshalV2 encodes ix in format version 2 (the upgrade tests' input).
 func marshalV2(ix *Index) []byte {
-	fp := ix.ComputeFingerprint()
+	b := appendUint32s(v2Header(ix, ix.ComputeFingerprint()), ix.Lengths)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// v2Header is a version-2 encoding of ix up to its lengths.
+func v2Header(ix *Index, fp Digest) []byte {
 	b := append([]byte(indexMagic), 2, 0, 0, 0)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.TokenizerHash)))
 	b = append(b, ix.TokenizerHash...)
@@ -464,8 +469,7 @@ func marshalV2(ix *Index) []byte {
 	for len(b)%4 != 0 {
 		b = append(b, 0)
 	}
-	b = appendUint32s(b, ix.Lengths)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return b
 }
 
 // TestIndexV2Upgrade: a version-2 index is refused by ReadIndex with the way to upgrade; Open reads it in full
