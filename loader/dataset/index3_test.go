@@ -527,3 +527,28 @@ func mustMarshal(t *testing.T, ix *Index) []byte {
 	}
 	return b
 }
+
+// TestStaleShardWithCorruptIndex: when some shards are re-indexed, the lengths of the others are copied out of
+// the mapped index into a new one; a corrupt block there is found first (the whole index is rebuilt), never
+// sealed into the new index with fresh checksums.
+func TestStaleShardWithCorruptIndex(t *testing.T) {
+	defer func(v int64) { eagerCheckRows = v }(eagerCheckRows)
+	eagerCheckRows = 0
+	dir := t.TempDir()
+	rows := genRows(60, 0, 10, 4)
+	writeDataset(t, dir, rows, WriterOptions{RowsPerBatch: 8}, 30)
+	path := filepath.Join(dir, IndexFile)
+	b, _ := os.ReadFile(path)
+	l := layoutOf(t, b)
+	b[l.lengthsAt+4*3] += 7 // row 3, in shard 0
+	os.WriteFile(path, b, 0o644)
+	os.Rename(filepath.Join(dir, DataFileName(1, 2)), filepath.Join(dir, "moved.arrow"))
+	os.WriteFile(filepath.Join(dir, StateFile), []byte(`{"_data_files": [{"filename": "data-00000-of-00002.arrow"}, {"filename": "moved.arrow"}]}`), 0o644)
+	d := checkRows(t, dir, rows, nil, OpenOptions{WriteIndex: true})
+	if d.ShardsScanned() != 2 || d.Length(3) != len(rows[3].ids) || d.LengthSource().Err() != nil {
+		t.Fatalf("%d shards scanned, Length(3) = %d (want %d), Err %v", d.ShardsScanned(), d.Length(3), len(rows[3].ids), d.LengthSource().Err())
+	}
+	if _, err := ReadIndex(dir); err != nil {
+		t.Fatalf("the rewritten index: %v", err)
+	}
+}

@@ -502,6 +502,23 @@ func (d *Dataset) init(ix *Index, st *stamp, reason string, opts OpenOptions, lo
 		slices.Sort(stale)
 		d.verified = len(check)
 	}
+	// Use the index's length array in place when it covers exactly these shards in order.
+	inPlace := ix != nil && len(stale) == 0 && len(ix.Shards) == len(d.shards)
+	for k, sh := range d.shards {
+		inPlace = inPlace && ix.Shards[k].Name == sh.name
+	}
+	if !inPlace && ix != nil && d.ixMap != nil && !d.ixChecked {
+		// Lengths copied out of a mapped index go into a new index with new block checksums: check them first.
+		if err := ix.Verify(); err != nil {
+			reason = fmt.Sprintf("index %s: %v", d.ixPath, err)
+			log.Warn("gload index is corrupt", "index", d.ixPath, "err", err)
+			stale = stale[:0]
+			for k := range d.shards {
+				stale = append(stale, k)
+			}
+		}
+		d.ixChecked = true
+	}
 	if len(stale) > 0 {
 		g := errgroup.Group{}
 		g.SetLimit(runtime.GOMAXPROCS(0))
@@ -522,11 +539,6 @@ func (d *Dataset) init(ix *Index, st *stamp, reason string, opts OpenOptions, lo
 		d.scannedNames = append(d.scannedNames, d.shards[k].name)
 	}
 	d.fromIndex = len(stale) == 0
-	// Use the index's length array in place when it covers exactly these shards in order.
-	inPlace := ix != nil && len(stale) == 0 && len(ix.Shards) == len(d.shards)
-	for k, sh := range d.shards {
-		inPlace = inPlace && ix.Shards[k].Name == sh.name
-	}
 	d.starts = make([]int64, len(d.shards)+1)
 	for k, sh := range d.shards {
 		d.starts[k+1] = d.starts[k] + sh.entry.Rows
