@@ -20,7 +20,11 @@ type PlanIdentity struct {
 // plan hash the Plan RPC reports. `gload inspect --plan` prints it.
 func EpochPlanIdentity(ds *dataset.Dataset, policy *gloadpb.BatchPolicy, seed uint64, epoch, planWorld int) (PlanIdentity, error) {
 	cfg := policyConfig(policy, max(planWorld, 1))
-	p, err := bucket.NewPlan(ds.Lengths(), ds.Fingerprint(), seed, epoch, cfg)
+	lengths := ds.LengthSource()
+	p, err := bucket.NewEpochPlan(lengths, ds.Fingerprint(), seed, epoch, cfg, bucket.Parallel)
+	if err == nil {
+		err = lengths.Err()
+	}
 	if err != nil {
 		return PlanIdentity{}, planStatus(err)
 	}

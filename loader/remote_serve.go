@@ -104,12 +104,7 @@ func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
 	}
 	cache.OnEvict(ds.Evict)
 	d := &served{name: name, dir: rawURL, ds: ds, cache: cache}
-	var tokens int64
-	maxLen := uint32(0)
-	for _, l := range ds.Lengths() {
-		tokens += int64(l)
-		maxLen = max(maxLen, l)
-	}
+	tokens, maxLen := ds.TotalTokens(), ds.MaxLength() // from the index's block table: no length is read
 	d.info = &gloadpb.DatasetInfo{
 		Name: name, Rows: uint64(ds.Len()), Tokens: uint64(tokens), Fingerprint: ds.Fingerprint(),
 		TokenizerHash: ds.TokenizerHash(), Shards: uint32(len(shards)), MaxLength: maxLen,

@@ -192,13 +192,17 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 			return nil, mixStatus("open.mixture", err, s.cfg.MaxMixtureRows)
 		}
 	} else {
-		plan, err = s.plans.get(ctx, key, bucket.SliceLengths(d.ds.Lengths()), cfg)
+		plan, err = s.plans.get(ctx, key, d.ds.LengthSource(), cfg)
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 		if err != nil {
 			return nil, planStatus(err)
 		}
+	}
+	if err := d.lengthsErr(); err != nil {
+		s.log.Warn("dataset refused", "dataset", d.name, "err", err)
+		return nil, status.Errorf(codes.FailedPrecondition, "dataset %s: %v", d.name, err)
 	}
 	assigned, err := bucket.Deal(plan.Len(), cfg.Remainder, int(consumed), int(open.Rank), world, int(open.Worker), workers)
 	if err != nil {
