@@ -479,7 +479,8 @@ func (m *LazyMixture) deal(a, b int64, srcs []uint8, rows []int64) {
 			}
 		}
 		l := hi - lo
-		for x := lo; x < hi; x++ {
+		// The deal of slot x depends on the chunk's slots before it only: stop at b.
+		for x := lo; x < min(hi, b); x++ {
 			best := active[0]
 			credit[best] += cnt[best]
 			for _, s := range active[1:] {
@@ -489,7 +490,7 @@ func (m *LazyMixture) deal(a, b int64, srcs []uint8, rows []int64) {
 				}
 			}
 			credit[best] -= l
-			if x >= a && x < b {
+			if x >= a {
 				srcs[x-a] = uint8(best)
 				rows[x-a] = st.row(best, f0[best])
 			}
