@@ -212,6 +212,60 @@ type LazyMixture struct {
 // run, stopping once ctx is done); under bucketed only the first window's. Errors are *ConfigError, ErrTooLarge (an
 // epoch beyond mc's MaxRows or [MaxLazyMixRows]), ErrTokenBudget, or ctx's cause.
 func NewLazyMixture(ctx context.Context, sources []MixSource, seed uint64, epoch int, cfg Config, mc MixConfig, run Runner) (*LazyMixture, error) {
+	m, err := newLazyMixCounts(sources, seed, epoch, cfg, mc)
+	if err != nil {
+		return nil, err
+	}
+	c := m.cfg
+	if run == nil {
+		run = func(n int, f func(int)) {
+			for i := range n {
+				f(i)
+			}
+		}
+	}
+	nwin := int((m.n + lazyMixWindow - 1) / lazyMixWindow)
+	wcount := make([]int64, nwin)
+	if c.Policy == Bucketed {
+		mb := int64(c.MegaBatchMult) * int64(c.BatchSize)
+		for wi := range nwin {
+			if wi%4096 == 0 && ctx.Err() != nil {
+				return nil, fmt.Errorf("mixture plan: %w", context.Cause(ctx))
+			}
+			a, b := m.windowSlots(int64(wi))
+			r := b - a
+			wcount[wi] = r/mb*int64(c.MegaBatchMult) + (r%mb+int64(c.BatchSize)-1)/int64(c.BatchSize)
+		}
+		if nwin > 0 {
+			t := m.buildWindow(0)
+			m.shapes = t.shapeList()
+			m.cache = append(m.cache, t)
+		}
+	} else if err := m.countTokens(ctx, run, wcount); err != nil {
+		return nil, err
+	}
+	m.winEnd = make([]int64, nwin)
+	var sum int64
+	for wi, k := range wcount {
+		sum += k
+		m.winEnd[wi] = sum
+	}
+	if sum > math.MaxInt {
+		return nil, fmt.Errorf("lazy mixture: %w: %d batches", ErrTooLarge, sum)
+	}
+	m.stats.Rows = int(m.n)
+	m.stats.Pieces = int(m.n)
+	m.stats.Batches = int(sum)
+	m.stats.Shapes = len(m.shapes)
+	if m.stats.PaddedTokens > 0 {
+		m.stats.PaddingShare = float64(m.stats.PaddedTokens-m.stats.RealTokens) / float64(m.stats.PaddedTokens)
+		m.stats.PackingEfficiency = float64(m.stats.RealTokens) / float64(m.stats.PaddedTokens)
+	}
+	return m, nil
+}
+
+// newLazyMixCounts checks the inputs and sets up a lazy mixture's sources and slot counts (no windows yet).
+func newLazyMixCounts(sources []MixSource, seed uint64, epoch int, cfg Config, mc MixConfig) (*LazyMixture, error) {
 	c, err := cfg.normalize()
 	if err != nil {
 		return nil, err
@@ -273,50 +327,6 @@ func NewLazyMixture(ctx context.Context, sources []MixSource, seed uint64, epoch
 	// cancel.
 	for j, i := range m.tinyIdx {
 		m.src[i].phase = uint64((2*j + 1) << (lazyMixPhaseBits - 1) / len(m.tinyIdx))
-	}
-	if run == nil {
-		run = func(n int, f func(int)) {
-			for i := range n {
-				f(i)
-			}
-		}
-	}
-	nwin := int((m.n + lazyMixWindow - 1) / lazyMixWindow)
-	wcount := make([]int64, nwin)
-	if c.Policy == Bucketed {
-		mb := int64(c.MegaBatchMult) * int64(c.BatchSize)
-		for wi := range nwin {
-			if wi%4096 == 0 && ctx.Err() != nil {
-				return nil, fmt.Errorf("mixture plan: %w", context.Cause(ctx))
-			}
-			a, b := m.windowSlots(int64(wi))
-			r := b - a
-			wcount[wi] = r/mb*int64(c.MegaBatchMult) + (r%mb+int64(c.BatchSize)-1)/int64(c.BatchSize)
-		}
-		if nwin > 0 {
-			t := m.buildWindow(0)
-			m.shapes = t.shapeList()
-			m.cache = append(m.cache, t)
-		}
-	} else if err := m.countTokens(ctx, run, wcount); err != nil {
-		return nil, err
-	}
-	m.winEnd = make([]int64, nwin)
-	var sum int64
-	for wi, k := range wcount {
-		sum += k
-		m.winEnd[wi] = sum
-	}
-	if sum > math.MaxInt {
-		return nil, fmt.Errorf("lazy mixture: %w: %d batches", ErrTooLarge, sum)
-	}
-	m.stats.Rows = int(m.n)
-	m.stats.Pieces = int(m.n)
-	m.stats.Batches = int(sum)
-	m.stats.Shapes = len(m.shapes)
-	if m.stats.PaddedTokens > 0 {
-		m.stats.PaddingShare = float64(m.stats.PaddedTokens-m.stats.RealTokens) / float64(m.stats.PaddedTokens)
-		m.stats.PackingEfficiency = float64(m.stats.RealTokens) / float64(m.stats.PaddedTokens)
 	}
 	return m, nil
 }

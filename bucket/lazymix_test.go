@@ -516,3 +516,73 @@ func TestNewEpochMixtureThreshold(t *testing.T) {
 		t.Fatalf("a source of 2^31 rows planned as %T", mp)
 	}
 }
+
+// TestLazyMixSlotCounts checks the slot-count function F at chunk boundaries over random mixtures (1 to 255
+// sources, shares from 1 to 10^-7, epochs from a few slots to 2^40): F sums to x, every source's F never
+// decreases, a tiny source gains at most 2 per chunk, F(N) is the source's count, and F stays within the
+// documented distance of x·c/N.
+func TestLazyMixSlotCounts(t *testing.T) {
+	r := newRNG(2024)
+	cfg := DefaultConfig()
+	cfg.BatchSize = 8
+	for trial := range 60 {
+		k := []int{1, 2, 3, 8, 50, 255}[trial%6]
+		n := int64(1 + r.below(5_000_000))
+		if trial%5 == 4 {
+			n = MaxLazyMixRows - int64(r.below(1<<20))
+		}
+		src := make([]MixSource, k)
+		for i := range src {
+			w := math.Exp(-16 * float64(r.below(1<<20)) / (1 << 20))
+			src[i] = MixSource{Name: fmt.Sprint("s", i), Fingerprint: fmt.Sprint("f", i), Lengths: SliceLengths{7}, Weight: w}
+		}
+		m, err := newLazyMixCounts(src, 1, 0, cfg, MixConfig{EpochSamples: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tiny := float64(len(m.tinyIdx))
+		prev := make([]int64, k)
+		f := make([]int64, k)
+		chunks := (n + LazyMixChunk - 1) / LazyMixChunk
+		check := func(x int64, prev []int64) {
+			m.prefix(x, f)
+			var sum int64
+			for s := range k {
+				sum += f[s]
+				c := m.src[s].count
+				if prev != nil && (f[s] < prev[s] || (!m.src[s].big && f[s]-prev[s] > 2)) {
+					t.Fatalf("trial %d (%d sources, %d slots): source %d goes from %d to %d at slot %d (big %v)", trial, k, n, s, prev[s], f[s], x, m.src[s].big)
+				}
+				bound := 1.0
+				if m.src[s].big {
+					bound += tiny * float64(c) / float64(m.cBig)
+				}
+				if d := math.Abs(float64(f[s]) - float64(x)*float64(c)/float64(n)); d >= bound+1e-6 {
+					t.Fatalf("trial %d: source %d has %d slots of the first %d, %.3f off (bound %.3f)", trial, s, f[s], x, d, bound)
+				}
+			}
+			if sum != x {
+				t.Fatalf("trial %d: counts at slot %d sum to %d", trial, x, sum)
+			}
+		}
+		if chunks <= 4096 {
+			for c := int64(1); c <= chunks; c++ {
+				check(min(c*LazyMixChunk, n), prev)
+				copy(prev, f)
+			}
+		} else { // sampled consecutive boundaries, and the last chunk
+			for range 2000 {
+				c := int64(r.below(uint64(chunks - 1)))
+				m.prefix(c*LazyMixChunk, prev)
+				check(min((c+1)*LazyMixChunk, n), prev)
+			}
+			m.prefix((chunks-1)*LazyMixChunk, prev)
+			check(n, prev)
+		}
+		for s := range k {
+			if f[s] != m.src[s].count {
+				t.Fatalf("trial %d: source %d has %d slots at the end, want %d", trial, s, f[s], m.src[s].count)
+			}
+		}
+	}
+}
