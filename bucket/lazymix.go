@@ -728,6 +728,21 @@ func (m *LazyMixture) Shares() []SourceShare { return slices.Clone(m.shares) }
 // sees them all), longest first.
 func (m *LazyMixture) Shapes() []Shape { return slices.Clone(m.shapes) }
 
+// MaxShape bounds every batch of the epoch (Rows ≤ its Rows and Length ≤ its Length, so Rows×Length ≤ its product)
+// given longest, the longest row of any source (the caller knows it from its index; Shapes lists only window 0's
+// shapes under bucketed): under bucketed {BatchSize, longest delivered and padded}; under tokens the largest rows
+// and length of Shapes, which lists every shape.
+func (m *LazyMixture) MaxShape(longest uint32) Shape {
+	if m.cfg.Policy == Bucketed {
+		return Shape{Rows: m.cfg.BatchSize, Length: int(m.pd.pad(m.pd.eff(longest)))}
+	}
+	var out Shape
+	for _, sh := range m.shapes {
+		out.Rows, out.Length = max(out.Rows, sh.Rows), max(out.Length, sh.Length)
+	}
+	return out
+}
+
 // Stats returns the epoch's summary: Rows and Pieces are the slots, Batches and Shapes as Len and Shapes; under
 // tokens the token counts come from the counting pass, under bucketed they are 0.
 func (m *LazyMixture) Stats() Stats { return m.stats }

@@ -586,3 +586,53 @@ func TestLazyMixSlotCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestLazyMixCancelMidPass cancels the counting pass after its first window.
+func TestLazyMixCancelMidPass(t *testing.T) {
+	src := []MixSource{sliceSource("a", 300_000, 400, 1, 71), sliceSource("b", 100_000, 900, 1, 72)}
+	cfg := DefaultConfig()
+	cfg.Policy, cfg.TokenBudget, cfg.MaxLength = Tokens, 8192, 4096
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := 0
+	run := func(n int, f func(int)) {
+		for i := range n {
+			if i == 1 {
+				cancel()
+			}
+			f(i)
+			ran++
+		}
+	}
+	_, err := NewLazyMixture(ctx, src, 1, 0, cfg, MixConfig{EpochSamples: 5_000_000}, run)
+	if !errors.Is(err, context.Canceled) || ran != 5 {
+		t.Fatalf("canceled after window 0: %v after %d windows, want context.Canceled", err, ran)
+	}
+}
+
+// TestLazyMixEpochUntilAndMaxShape: EpochUntil sets the epoch's length as in exact mixtures, and MaxShape bounds
+// every batch.
+func TestLazyMixEpochUntilAndMaxShape(t *testing.T) {
+	src := []MixSource{sliceSource("a", 900_000, 400, 3, 81), sliceSource("b", 400_000, 900, 1, 82)}
+	for _, pol := range []Policy{Bucketed, Tokens} {
+		cfg := DefaultConfig()
+		cfg.BatchSize = 8
+		if pol == Tokens {
+			cfg.Policy, cfg.TokenBudget, cfg.BatchSize, cfg.MaxLength = Tokens, 8192, 0, 4096
+		}
+		m := mustLazyMix(t, src, 2, 0, cfg, MixConfig{EpochUntil: "b"}, nil)
+		if sh := m.Shares(); sh[1].Rows != 400_000 || sh[0].Rows != 1_200_000 || m.Slots() != 1_600_000 {
+			t.Fatalf("%s: epoch until b: shares %+v, %d slots", pol, sh, m.Slots())
+		}
+		var longest uint32
+		for _, s := range src {
+			longest = max(longest, slices.Max(s.Lengths.(SliceLengths)))
+		}
+		bound := m.MaxShape(longest)
+		for g := 0; g < m.Len(); g += 101 {
+			if b := m.Batch(g); b.Rows > bound.Rows || b.Length > bound.Length {
+				t.Fatalf("%s: batch %d is %d×%d, beyond MaxShape %+v", pol, g, b.Rows, b.Length, bound)
+			}
+		}
+	}
+}
