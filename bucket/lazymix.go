@@ -529,6 +529,9 @@ func newMixStreams(m *LazyMixture) *mixStreams {
 // row π_{s,pass}(u mod rows).
 func (st *mixStreams) row(s int, j int64) int64 {
 	src := &st.m.src[s]
+	if src.rows == 1 {
+		return 0 // every pass of a one-row source is that row: no key to derive
+	}
 	u := src.start + j
 	k := u / src.rows
 	if k != st.pass[s] {

@@ -87,7 +87,8 @@ func TestLazyMixExactlyOnceAndShares(t *testing.T) {
 		}, 3_000_000, func(c *Config) { c.BatchSize = 24 }, false},
 		{"tiny sources tokens", append([]MixSource{
 			sliceSource("web", 1_500_000, 300, 0.7, 4), sliceSource("books", 400_000, 2000, 0.2, 5), sliceSource("wiki", 90_000, 500, 0.1, 6),
-		}, tiny(0), tiny(1), tiny(2), tiny(3), tiny(4), tiny(5), tiny(6)), 2_600_000,
+		}, tiny(0), tiny(1), tiny(2), tiny(3), tiny(4), tiny(5), tiny(6),
+			MixSource{Name: "one", Fingerprint: "fp-one", Lengths: SliceLengths{42}, Weight: 0.001}), 2_600_000,
 			func(c *Config) { c.Policy, c.TokenBudget, c.BatchSize, c.MaxLength = Tokens, 16384, 0, 4096 }, false},
 		{"eight sources bucketed 10^7", []MixSource{
 			sliceSource("a", 3_000_000, 300, 5, 7), sliceSource("b", 2_000_000, 600, 3, 8), sliceSource("c", 700_000, 200, 1, 9),
