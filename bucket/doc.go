@@ -201,8 +201,8 @@
 // SingleSourceBatches and automatic boundaries; [NewEpochMixture] plans
 // them exactly (at most 2^31−1 rows per source). Under bucketed,
 // [LazyMixture.Shapes] lists window 0's shapes only and the token counts of
-// Stats and Shares are 0 ([LazyMixture.MaxShape] bounds every batch given
-// the sources' longest row). [LazyMixture.Hash] names the algorithm
+// Stats and Shares are 0 ([LazyMixture.Bound] bounds every batch, from the
+// sources' longest row). [LazyMixture.Hash] names the algorithm
 // ("gload/mixture/lazy-chunks/v1") and costs O(windows).
 //
 // # Caveats

@@ -44,6 +44,9 @@ type MixSource struct {
 	Fingerprint string
 	Lengths     Lengths
 	Weight      float64
+	// MaxLength, when not 0, is at least the source's longest row (a dataset's index knows it); 0: a lazy mixture
+	// finds it with [MaxLengthOf] (a pass over the lengths unless they are a [MaxLengther]). It sets [LazyMixture.Bound].
+	MaxLength uint32
 }
 
 // MixturePlan is one mixture epoch, exact ([Mixture]) or lazy ([LazyMixture]): what a server serves of it.
@@ -55,6 +58,8 @@ type MixturePlan interface {
 	Stats() Stats
 	Config() Config
 	PerRank(start, world int) int
+	// Bound is the largest batch the plan may hold (exact mixtures: the bound of Shapes, which lists every shape).
+	Bound() Bound
 }
 
 var (
@@ -64,6 +69,9 @@ var (
 
 // Hash is [HashBatches] over the mixture's batches (one pass over them).
 func (m *Mixture) Hash() string { return HashBatches(m.Len(), m.Batch) }
+
+// Bound is [BoundOf] the mixture's shapes (it lists every one).
+func (m *Mixture) Bound() Bound { return BoundOf(m.Shapes()) }
 
 func mixSourceInputs(sources []MixSource) []mixIn {
 	out := make([]mixIn, len(sources))
@@ -199,6 +207,7 @@ type LazyMixture struct {
 	winEnd      []int64 // global batches of windows 0 … w
 	shapes      []Shape
 	stats       Stats
+	bound       Bound
 
 	mu     sync.Mutex
 	cache  []*mixTable
@@ -252,6 +261,24 @@ func NewLazyMixture(ctx context.Context, sources []MixSource, seed uint64, epoch
 	}
 	if sum > math.MaxInt {
 		return nil, fmt.Errorf("lazy mixture: %w: %d batches", ErrTooLarge, sum)
+	}
+	if c.Policy == Bucketed {
+		var longest uint32
+		for i, s := range sources {
+			if m.src[i].count == 0 {
+				continue
+			}
+			if s.MaxLength > 0 {
+				longest = max(longest, s.MaxLength)
+			} else {
+				longest = max(longest, MaxLengthOf(s.Lengths))
+			}
+		}
+		rows := int(min(int64(c.BatchSize), m.n))
+		length := int(m.pd.pad(m.pd.eff(longest)))
+		m.bound = Bound{Rows: rows, Length: length, Cells: int64(rows) * int64(length)}
+	} else {
+		m.bound = BoundOf(m.shapes) // the counting pass saw every batch
 	}
 	m.stats.Rows = int(m.n)
 	m.stats.Pieces = int(m.n)
@@ -728,23 +755,13 @@ func (m *LazyMixture) Fingerprint() string { return m.fingerprint }
 func (m *LazyMixture) Shares() []SourceShare { return slices.Clone(m.shares) }
 
 // Shapes returns the shapes of window 0's batches under bucketed, of every batch under tokens (the counting pass
-// sees them all), longest first.
+// sees them all), longest first. Every batch is within [LazyMixture.Bound].
 func (m *LazyMixture) Shapes() []Shape { return slices.Clone(m.shapes) }
 
-// MaxShape bounds every batch of the epoch (Rows ≤ its Rows and Length ≤ its Length, so Rows×Length ≤ its product)
-// given longest, the longest row of any source (the caller knows it from its index; Shapes lists only window 0's
-// shapes under bucketed): under bucketed {BatchSize, longest delivered and padded}; under tokens the largest rows
-// and length of Shapes, which lists every shape.
-func (m *LazyMixture) MaxShape(longest uint32) Shape {
-	if m.cfg.Policy == Bucketed {
-		return Shape{Rows: m.cfg.BatchSize, Length: int(m.pd.pad(m.pd.eff(longest)))}
-	}
-	var out Shape
-	for _, sh := range m.shapes {
-		out.Rows, out.Length = max(out.Rows, sh.Rows), max(out.Length, sh.Length)
-	}
-	return out
-}
+// Bound returns the largest batch the epoch may hold: under bucketed BatchSize rows of the sources' longest row
+// (MixSource.MaxLength, else [MaxLengthOf]) delivered and padded, under tokens the bound of every shape (the
+// counting pass saw them all). Shapes lists only window 0's shapes under bucketed; every batch is within Bound.
+func (m *LazyMixture) Bound() Bound { return m.bound }
 
 // Stats returns the epoch's summary: Rows and Pieces are the slots, Batches and Shapes as Len and Shapes; under
 // tokens the token counts come from the counting pass, under bucketed they are 0.

@@ -615,9 +615,9 @@ func TestLazyMixCancelMidPass(t *testing.T) {
 	}
 }
 
-// TestLazyMixEpochUntilAndMaxShape: EpochUntil sets the epoch's length as in exact mixtures, and MaxShape bounds
-// every batch.
-func TestLazyMixEpochUntilAndMaxShape(t *testing.T) {
+// TestLazyMixEpochUntilAndBound: EpochUntil sets the epoch's length as in exact mixtures, and Bound bounds every
+// batch.
+func TestLazyMixEpochUntilAndBound(t *testing.T) {
 	src := []MixSource{sliceSource("a", 900_000, 400, 3, 81), sliceSource("b", 400_000, 900, 1, 82)}
 	for _, pol := range []Policy{Bucketed, Tokens} {
 		cfg := DefaultConfig()
@@ -629,15 +629,24 @@ func TestLazyMixEpochUntilAndMaxShape(t *testing.T) {
 		if sh := m.Shares(); sh[1].Rows != 400_000 || sh[0].Rows != 1_200_000 || m.Slots() != 1_600_000 {
 			t.Fatalf("%s: epoch until b: shares %+v, %d slots", pol, sh, m.Slots())
 		}
+		bound := m.Bound()
 		var longest uint32
 		for _, s := range src {
 			longest = max(longest, slices.Max(s.Lengths.(SliceLengths)))
 		}
-		bound := m.MaxShape(longest)
+		if pol == Bucketed && (bound.Rows != 8 || int64(bound.Length) != m.pd.pad(m.pd.eff(longest))) {
+			t.Fatalf("bucketed bound %+v, longest row %d", bound, longest)
+		}
 		for g := 0; g < m.Len(); g += 997 {
-			if b := m.Batch(g); b.Rows > bound.Rows || b.Length > bound.Length {
-				t.Fatalf("%s: batch %d is %d×%d, beyond MaxShape %+v", pol, g, b.Rows, b.Length, bound)
+			if b := m.Batch(g); b.Rows > bound.Rows || b.Length > bound.Length || int64(b.Rows)*int64(b.Length) > bound.Cells {
+				t.Fatalf("%s: batch %d is %d×%d, beyond the bound %+v", pol, g, b.Rows, b.Length, bound)
 			}
+		}
+		// A source's MaxLength, when given, is the bound's (no pass over the lengths).
+		given := slices.Clone(src)
+		given[0].MaxLength, given[1].MaxLength = 20000, 20000
+		if g := mustLazyMix(t, given, 2, 0, cfg, MixConfig{EpochUntil: "b"}, nil).Bound(); pol == Bucketed && int64(g.Length) != m.pd.pad(m.pd.eff(20000)) {
+			t.Fatalf("bound %+v with MaxLength 20000 given", g)
 		}
 	}
 }
