@@ -176,11 +176,11 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 	if d.mix != nil {
 		m := d.mix
 		plan, err = s.plans.getWith(ctx, key, string(cfg.Policy), func(pctx context.Context) (epochPlan, error) {
-			mp, err := bucket.NewMixtureContext(pctx, m.sources, open.Seed, int(open.Epoch), cfg, m.mc)
+			mp, err := bucket.NewEpochMixture(pctx, m.sources, open.Seed, int(open.Epoch), cfg, m.mc, bucket.Parallel)
 			if err != nil {
 				return nil, err
 			}
-			return &mixPlan{Mixture: mp, offsets: m.offsets}, nil
+			return &mixPlan{MixturePlan: mp, offsets: m.offsets}, nil
 		})
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
