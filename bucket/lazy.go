@@ -78,7 +78,7 @@ var (
 )
 
 // NewEpochPlan plans one epoch of lengths: with [NewPlan] (over the lengths copied into a slice unless they are a
-// [SliceLengths]) when the dataset has at most [LazyThreshold] rows, or when the policy is packed or the plan
+// [SliceLengths] or a [Viewer]) when the dataset has at most [LazyThreshold] rows, or when the policy is packed or the plan
 // a sequential tokens plan (the lazy plans do not do those yet: at most 2^31−1 rows); else bucketed sequential
 // plans with [NewSeqPlan] and the others with [NewLazyPlan].
 func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (EpochPlan, error) {
@@ -92,14 +92,7 @@ func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, c
 	if n > math.MaxInt32 {
 		return nil, fmt.Errorf("plan %d rows: %w (packed and sequential plans: at most %d rows)", n, ErrTooLarge, math.MaxInt32)
 	}
-	s, ok := lengths.(SliceLengths)
-	if !ok {
-		s = make(SliceLengths, n)
-		for i := range s {
-			s[i] = lengths.Length(int64(i))
-		}
-	}
-	return NewPlan(s, fingerprint, seed, epoch, cfg)
+	return NewPlan(lengthsSlice(lengths), fingerprint, seed, epoch, cfg)
 }
 
 // LazyPlan is one epoch's batches, computed on demand (see the package documentation, "Lazy plans"). It holds
@@ -319,6 +312,10 @@ func (p *LazyPlan) WindowBlocks(w int) []int64 {
 
 // Config returns the plan's configuration with defaults applied.
 func (p *LazyPlan) Config() Config { return p.cfg }
+
+// Algorithm names the planner ("gload/plan/lazy-blocks/v1"): a resume state saved under another planner (an exact
+// plan of the same dataset, policy, seed and epoch) does not continue this plan.
+func (p *LazyPlan) Algorithm() string { return lazyAlgorithm }
 
 // Assign deals the plan's batches exactly as [Plan.Assign] does.
 func (p *LazyPlan) Assign(start, rank, world, worker, workers int) ([]int, error) {

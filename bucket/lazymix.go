@@ -118,15 +118,8 @@ func NewEpochMixture(ctx context.Context, sources []MixSource, seed uint64, epoc
 				return nil, fmt.Errorf("mixture source %q of %d rows: %w (at most %d rows for this plan)", s.Name, s.Lengths.Len(), ErrTooLarge, math.MaxInt32)
 			}
 			src[i] = Source{Name: s.Name, Fingerprint: s.Fingerprint, Weight: s.Weight}
-			switch l := s.Lengths.(type) {
-			case nil:
-			case SliceLengths:
-				src[i].Lengths = l
-			default:
-				src[i].Lengths = make([]uint32, l.Len())
-				for r := range src[i].Lengths {
-					src[i].Lengths[r] = l.Length(int64(r))
-				}
+			if s.Lengths != nil {
+				src[i].Lengths = lengthsSlice(s.Lengths)
 			}
 		}
 		return NewMixtureContext(ctx, src, seed, epoch, cfg, mc)
@@ -779,6 +772,9 @@ func (m *LazyMixture) Assign(start, rank, world, worker, workers int) ([]int, er
 func (m *LazyMixture) PerRank(start, world int) int {
 	return perRank(m.Len(), m.cfg.Remainder, start, world)
 }
+
+// Algorithm names the planner ("gload/mixture/lazy-chunks/v1"; see [LazyPlan.Algorithm]).
+func (m *LazyMixture) Algorithm() string { return lazyMixAlgorithm }
 
 // Hash identifies the plan without building its batches: 32 hex digits of SHA-256 over
 //

@@ -93,6 +93,14 @@ func (p *mixPlan) Hash() string {
 	return bucket.HashBatches(p.Len(), p.Batch)
 }
 
+// Algorithm is the lazy mixture's planner name; "" for exact mixtures.
+func (p *mixPlan) Algorithm() string {
+	if a, ok := p.MixturePlan.(interface{ Algorithm() string }); ok {
+		return a.Algorithm()
+	}
+	return ""
+}
+
 // Batch returns batch g with Index = offsets[Source] + row.
 func (p *mixPlan) Batch(g int) bucket.Batch {
 	b := p.MixturePlan.Batch(g)
@@ -193,15 +201,12 @@ func (s *Server) newMixture(name string, spec MixtureSpec, field string) (*serve
 		}
 		m.parts = append(m.parts, d)
 		m.offsets = append(m.offsets, m.offsets[len(m.offsets)-1]+d.ds.Len())
-		m.sources = append(m.sources, bucket.MixSource{Name: w.Dataset, Fingerprint: d.info.Fingerprint, Lengths: bucket.SliceLengths(d.ds.Lengths()),
+		m.sources = append(m.sources, bucket.MixSource{Name: w.Dataset, Fingerprint: d.info.Fingerprint, Lengths: d.ds.LengthSource(),
 			Weight: w.Weight, MaxLength: max(d.info.MaxLength, 1)})
 		info.Mixture = append(info.Mixture, &gloadpb.MixtureSource{Dataset: w.Dataset, Weight: w.Weight})
 		rows += d.info.Rows
 		tokens += d.info.Tokens
 		maxLen = max(maxLen, d.info.MaxLength)
-	}
-	if m.offsets[len(m.offsets)-1] > math.MaxInt32 {
-		return nil, status.Errorf(codes.ResourceExhausted, "%s: mixture %q has %d rows, at most %d", field, name, m.offsets[len(m.offsets)-1], math.MaxInt32)
 	}
 	// What planning may hold and walk: --max-mixture-rows, or all the
 	// sources' rows when they are more (the default epoch always fits).

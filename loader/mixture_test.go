@@ -518,4 +518,18 @@ func TestMixtureLazy(t *testing.T) {
 	if err != nil || len(bs) != 3 || bs[0].global != state.Consumed+1 {
 		t.Fatalf("resumed on 3 ranks: %d batches, first %v, consumed %d: %v", len(bs), bs, state.Consumed, err)
 	}
+	// A state saved when this epoch was planned exactly (its policy hash alone: what a small dataset's plan carries
+	// for the same policy) does not continue the lazy plan.
+	small, err := c.Plan(t.Context(), &gloadpb.Open{Dataset: "web", Seed: open.Seed, Policy: open.Policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.Start.PolicyHash == state.PolicyHash {
+		t.Fatal("the lazy plan's resume state carries the exact plans' policy hash")
+	}
+	old := cloneOpen(o)
+	old.Resume.PolicyHash = small.Start.PolicyHash
+	if _, err = c.Plan(t.Context(), old); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "exact plan") {
+		t.Fatalf("a resume state of the exact planner: %v; want FailedPrecondition naming the exact plan", err)
+	}
 }

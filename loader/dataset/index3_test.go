@@ -15,7 +15,11 @@ import (
 	"github.com/gload/gload/bucket"
 )
 
-var _ bucket.Lengths = (*IndexLengths)(nil)
+var (
+	_ bucket.Lengths     = (*IndexLengths)(nil)
+	_ bucket.Viewer      = (*IndexLengths)(nil)
+	_ bucket.MaxLengther = (*IndexLengths)(nil)
+)
 
 // indexLayout gives the offsets of an encoded version-3 index: total rows, the block table, the header checksum
 // and the lengths.

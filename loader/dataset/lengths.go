@@ -95,6 +95,15 @@ func (s *IndexLengths) CheckAll() error {
 	return s.Err()
 }
 
+// View returns every length as one slice, a view of the mapped index (valid until the dataset is closed), after
+// checking every block not checked yet: rows of a block that failed keep their corrupt values here (Length reads
+// them as 0), so a caller of View must look at Err before using what it planned (bucket.Viewer: exact plans read it
+// instead of copying the lengths).
+func (s *IndexLengths) View() []uint32 {
+	_ = s.CheckAll()
+	return s.lengths
+}
+
 // Err returns the error of the first block found corrupt, or nil.
 func (s *IndexLengths) Err() error {
 	if p := s.err.Load(); p != nil {
