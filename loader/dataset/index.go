@@ -67,6 +67,7 @@ type Index struct {
 	blocks   blockTable // the block table: read from the file, or computed by the encoder (nil b until then)
 	checksum uint32     // the header checksum of the encoding this index was read from or last encoded to
 	readFP   Digest     // the fingerprint recorded in the encoding this index was read from
+	mapping  []byte     // MapIndex: the file's mapping that Lengths and blocks view, unmapped by Close
 }
 
 // ShardEntry describes one shard file in an Index.

@@ -417,6 +417,10 @@ type DownloadOptions struct {
 	// Size is the object's expected size (from gload.index or a journal); 0: unknown, the size the store
 	// states is expected. An object stated or sent larger fails with ErrTooLarge after at most Size+1 bytes.
 	Size int64
+	// MaxSize, when Size is 0, bounds the size of an object whose size is not known in advance (gload.index):
+	// an object the store states larger fails with ErrTooLarge before anything is written, one sent larger than
+	// it is stated after at most its stated size + 1 bytes. 0: no bound.
+	MaxSize int64
 	// Perm is the mode of the downloaded file; 0: 0644. Caches and stages use 0600.
 	Perm os.FileMode
 }
@@ -463,6 +467,8 @@ func (s *Store) downloadOnce(ctx context.Context, name, dst string, opts Downloa
 			return 0, fmt.Errorf("get %s: %w: the store says %d bytes, %d expected", where, ErrTooLarge, info.Size, opts.Size)
 		}
 		want = opts.Size
+	} else if opts.MaxSize > 0 && info.Size > opts.MaxSize {
+		return 0, fmt.Errorf("get %s: %w: the store says %d bytes, at most %d accepted", where, ErrTooLarge, info.Size, opts.MaxSize)
 	}
 	if want < 0 {
 		return 0, fmt.Errorf("get %s: %w: the store says %d bytes", where, ErrVerify, want)
