@@ -55,7 +55,7 @@ var ErrIncomplete = errors.New("remote: no gload.index in the bucket")
 // Meta is a stored dataset's metadata, downloaded into Dir.
 type Meta struct {
 	URL    objstore.URL
-	Dir    string // local directory holding the metadata (and, for a cache, the shards)
+	Dir    string               // local directory holding the metadata (and, for a cache, the shards)
 	Index  *dataset.Index       // memory-mapped (dataset.MapIndex): its Lengths are valid until Close
 	Shards []dataset.ShardEntry // in dataset order, from the index; valid after Close
 }
