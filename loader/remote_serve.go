@@ -52,7 +52,10 @@ func (c RemoteConfig) cacheRoot() string {
 // dataset that has no gload.index once into the cache, and opens it with shards fetched on demand.
 func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
 	t0 := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// No fixed overall deadline (it was 10 minutes): gload.index grows with the rows (40 GB at 10^10), and every
+	// request and transfer is bounded by objstore itself (the idle timeout; a download of N bytes within
+	// IdleTimeout + N/MinRate), so a fixed one would only refuse large datasets on slower links.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	u, err := objstore.ParseURL(rawURL)
 	if err != nil {
