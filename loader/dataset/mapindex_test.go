@@ -83,3 +83,23 @@ func TestMapIndex(t *testing.T) {
 		t.Errorf("Close of an index read into memory: %v", err)
 	}
 }
+
+// TestIndexHeaderBound: a header whose shard entries would pass maxHeaderBytes is refused before they are decoded
+// (what decoding allocates is bounded by the header, not by the file, which may be tens of GB).
+func TestIndexHeaderBound(t *testing.T) {
+	b, err := bigIndex().MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(v uint64) { maxHeaderBytes = v }(maxHeaderBytes)
+	for _, tc := range []struct {
+		bound uint64
+		ok    bool
+	}{{1 << 31, true}, {uint64(layoutOf(t, b).rowsAt), true}, {200, false}, {40, false}} {
+		maxHeaderBytes = tc.bound
+		_, err := decodeIndex(b)
+		if tc.ok != (err == nil) || (err != nil && (!errors.Is(err, ErrBadIndex) || !strings.Contains(err.Error(), "the header would pass"))) {
+			t.Errorf("header bound %d: %v", tc.bound, err)
+		}
+	}
+}
