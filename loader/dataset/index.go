@@ -570,6 +570,7 @@ func ShardPath(dir, name string) (string, error) {
 var reservedNames = map[string]bool{
 	IndexFile: true, StateFile: true, InfoFile: true, StampFile: true, "dataset_dict.json": true,
 	"gload.progress.json": true, "gload.lock": true, "gload.task.json": true, "gload.sync.json": true,
+	"gload.fetched.json": true, // loader/remote: which object a cached gload.index was downloaded from
 }
 
 // mapIndex maps the index file at path read-only and decodes its header (decodeIndex: O(shards + blocks), no

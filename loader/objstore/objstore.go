@@ -344,9 +344,10 @@ func redact(msg string) string {
 
 // Object describes one stored object.
 type Object struct {
-	Name string // relative to the prefix
-	Size int64
-	ETag string
+	Name     string // relative to the prefix
+	Size     int64
+	ETag     string
+	Modified time.Time // the store's last-modified time (whole seconds through HEAD)
 }
 
 // Stat describes object name, or returns an error wrapping ErrNotFound.
@@ -360,7 +361,7 @@ func (s *Store) Stat(ctx context.Context, name string) (Object, error) {
 		}
 		return Object{}, s.wrap("stat", name, err)
 	}
-	return Object{Name: name, Size: info.Size, ETag: info.ETag}, nil
+	return Object{Name: name, Size: info.Size, ETag: info.ETag, Modified: info.LastModified}, nil
 }
 
 // List returns every object under the prefix (names relative to it), sorted by name.
@@ -378,7 +379,7 @@ func (s *Store) List(ctx context.Context) ([]Object, error) {
 		if name == "" || strings.HasSuffix(name, "/") {
 			continue
 		}
-		out = append(out, Object{Name: name, Size: info.Size, ETag: info.ETag})
+		out = append(out, Object{Name: name, Size: info.Size, ETag: info.ETag, Modified: info.LastModified})
 	}
 	return out, nil
 }

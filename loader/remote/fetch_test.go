@@ -237,3 +237,77 @@ func TestSyncVerifiesLargeIndex(t *testing.T) {
 		t.Fatalf("the copy: %d rows, %d shards hashed, %d scanned at open (the stamp vouches for them)", ds.Len(), ds.ShardsVerified(), ds.ShardsScanned())
 	}
 }
+
+// An index fetched before is kept while the store describes the same object and the cached file decodes; it is
+// downloaded again when the store's copy changed, when the record is gone, or when the cached file was damaged.
+func TestFetchMetaKeepsUnchangedIndex(t *testing.T) {
+	st, good := bucketDataset(t, 5000, 2000)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "cache")
+	ixPath := filepath.Join(dir, dataset.IndexFile)
+	fetch := func(what string, wantRows int64) os.FileInfo {
+		t.Helper()
+		meta, err := FetchMeta(ctx, st, dir)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if meta.Index.Rows() != wantRows {
+			t.Fatalf("%s: %d rows, want %d", what, meta.Index.Rows(), wantRows)
+		}
+		if err := meta.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(ixPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	first := fetch("first fetch", 5000)
+	if _, err := os.Stat(filepath.Join(dir, fetchedFile)); err != nil {
+		t.Fatalf("no record of the fetched index: %v", err)
+	}
+	if again := fetch("unchanged", 5000); !os.SameFile(first, again) {
+		t.Error("an unchanged index was downloaded again")
+	}
+
+	// The cached file damaged in place (same size): it no longer decodes, so it is downloaded again.
+	b, _ := os.ReadFile(ixPath)
+	_, tableAt, _, _ := indexLayout(t, b, 5000)
+	b[tableAt] ^= 1
+	if err := os.WriteFile(ixPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	repaired := fetch("damaged cache", 5000)
+	if os.SameFile(first, repaired) {
+		t.Error("a damaged cached index was kept")
+	}
+	if got, _ := os.ReadFile(ixPath); !bytes.Equal(got, good) {
+		t.Error("the index downloaded again differs from the bucket's")
+	}
+
+	// No record: downloaded again.
+	if err := os.Remove(filepath.Join(dir, fetchedFile)); err != nil {
+		t.Fatal(err)
+	}
+	if again := fetch("no record", 5000); os.SameFile(repaired, again) {
+		t.Error("an index without a record was kept")
+	}
+
+	// Another index in the bucket (another dataset's): downloaded.
+	other := t.TempDir()
+	if err := bench.WriteScaleDataset(other, 7000, 7000, 1); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := os.ReadFile(filepath.Join(other, dataset.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, dataset.IndexFile, ob); err != nil {
+		t.Fatal(err)
+	}
+	fetch("another index in the bucket", 7000)
+	if got, _ := os.ReadFile(ixPath); !bytes.Equal(got, ob) {
+		t.Error("the cached index is not the bucket's new one")
+	}
+}

@@ -76,11 +76,17 @@ func (m *Meta) Close() error {
 // written under dir) and checked before it is renamed into place (dataset.CheckIndexFile: magic and version,
 // header checksum, shard entries, block table, and a size exactly the one the header implies; every length of an
 // index of at most 2^20 rows). The lengths of a larger index are checked per block when first read.
+//
+// An index downloaded before is kept, not downloaded again, while the store describes the same object (size, ETag
+// and last-modified time, recorded in dir's gload.fetched.json) and the file still decodes; the JSON metadata is
+// always fetched again.
 func FetchMeta(ctx context.Context, st *objstore.Store, dir string) (*Meta, error) {
-	return fetchMeta(ctx, st, dir, 0o600)
+	return fetchMeta(ctx, st, dir, 0o600, true)
 }
 
-func fetchMeta(ctx context.Context, st *objstore.Store, dir string, perm os.FileMode) (*Meta, error) {
+// fetchMeta is FetchMeta; reuse says whether an index recorded in dir may be kept (a cache) or is always
+// downloaded (sync).
+func fetchMeta(ctx context.Context, st *objstore.Store, dir string, perm os.FileMode, reuse bool) (*Meta, error) {
 	// The index is stated first: a bucket without one holds no complete dataset, and one over the bound is refused
 	// before anything is written under dir.
 	info, err := st.Stat(ctx, dataset.IndexFile)
@@ -101,21 +107,25 @@ func fetchMeta(ctx context.Context, st *objstore.Store, dir string, perm os.File
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
-	// The index of an earlier fetch goes first, the new one comes last: a directory holding gload.index has all
-	// its metadata, and never another dataset's index beside new metadata. (A process that has the old index
-	// mapped keeps it: the file is unlinked, not changed.)
-	ixPath := filepath.Join(dir, dataset.IndexFile)
-	if err := os.Remove(ixPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remote: %w", err)
+	if reuse {
+		if ix := cachedIndex(dir, info); ix != nil {
+			if err := fetchJSON(ctx, st, dir, perm); err != nil {
+				return nil, errors.Join(err, ix.Close())
+			}
+			return &Meta{URL: st.URL(), Dir: dir, Index: ix, Shards: ix.Shards}, nil
+		}
 	}
-	for _, name := range metaFiles {
-		b, err := st.ReadSmall(ctx, name, maxJSONBytes)
-		if err != nil {
-			return nil, err
+	// The index of an earlier fetch (and its record) goes first, the new one comes last: a directory holding
+	// gload.index has all its metadata, and never another dataset's index beside new metadata. (A process that has
+	// the old index mapped keeps it: the file is unlinked, not changed.)
+	ixPath := filepath.Join(dir, dataset.IndexFile)
+	for _, p := range []string{filepath.Join(dir, fetchedFile), ixPath} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remote: %w", err)
 		}
-		if err := writeAtomic(filepath.Join(dir, name), b, perm); err != nil {
-			return nil, err
-		}
+	}
+	if err := fetchJSON(ctx, st, dir, perm); err != nil {
+		return nil, err
 	}
 	if _, err := st.Download(ctx, dataset.IndexFile, ixPath, objstore.DownloadOptions{
 		MaxSize: maxIndexBytes,
@@ -124,11 +134,32 @@ func fetchMeta(ctx context.Context, st *objstore.Store, dir string, perm os.File
 	}); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
+	if reuse {
+		// Recorded only when the store describes the same object after the download as before it: an index
+		// replaced meanwhile is downloaded again next time.
+		if after, err := st.Stat(ctx, dataset.IndexFile); err == nil && recordOf(info).matches(after) {
+			recordFetched(dir, info, perm)
+		}
+	}
 	ix, err := dataset.MapIndex(ixPath)
 	if err != nil {
 		return nil, fmt.Errorf("remote: %s/%s: %w", st.URL(), dataset.IndexFile, err)
 	}
 	return &Meta{URL: st.URL(), Dir: dir, Index: ix, Shards: ix.Shards}, nil
+}
+
+// fetchJSON downloads the JSON metadata (state.json, dataset_info.json) into dir.
+func fetchJSON(ctx context.Context, st *objstore.Store, dir string, perm os.FileMode) error {
+	for _, name := range metaFiles {
+		b, err := st.ReadSmall(ctx, name, maxJSONBytes)
+		if err != nil {
+			return err
+		}
+		if err := writeAtomic(filepath.Join(dir, name), b, perm); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // VerifyShard checks a downloaded shard file against its index entry: size, and the content hash when the index
@@ -194,7 +225,7 @@ func Sync(ctx context.Context, st *objstore.Store, dst string, opts SyncOptions)
 	}
 	// The index is fetched into a side directory first and moved into dst last.
 	side := filepath.Join(dst, ".gload-sync")
-	meta, err := fetchMeta(ctx, st, side, 0o644) // a dataset directory of the user's: the usual modes
+	meta, err := fetchMeta(ctx, st, side, 0o644, false) // a dataset directory of the user's: the usual modes
 	if err != nil {
 		return nil, err
 	}
