@@ -67,6 +67,7 @@ type Index struct {
 	blocks   blockTable // the block table: read from the file, or computed by the encoder (nil b until then)
 	checksum uint32     // the header checksum of the encoding this index was read from or last encoded to
 	readFP   Digest     // the fingerprint recorded in the encoding this index was read from
+	mapping  []byte     // MapIndex: the file's mapping that Lengths and blocks view, unmapped by Close
 }
 
 // ShardEntry describes one shard file in an Index.
@@ -433,12 +434,22 @@ func (d *indexDecoder) u64() uint64 {
 	return binary.LittleEndian.Uint64(d.b[d.p-8:])
 }
 
+// maxHeaderBytes bounds the encoded shard entries (names, batch offsets) of an index, so that what decoding
+// allocates (about 1.5 times as much) does not grow with the file: the lengths after them may be tens of GB, and
+// an index from a bucket is accepted up to 64 GiB. 2 GiB is the header of 1.3·10^8 record batches (1.3·10^11 rows
+// in batches of 1000). A variable for tests.
+var maxHeaderBytes uint64 = 1 << 31
+
 // count reads a u32 count of items of at least minSize bytes each and checks
-// that they can fit in what is left.
+// that they can fit in what is left, and within maxHeaderBytes.
 func (d *indexDecoder) count(minSize int) int {
 	n := d.u32()
 	if d.err == nil && uint64(n)*uint64(minSize) > uint64(len(d.b)-d.p) {
 		d.fail(fmt.Sprintf("count %d exceeds the remaining %d bytes", n, len(d.b)-d.p))
+		return 0
+	}
+	if d.err == nil && uint64(d.p)+uint64(n)*uint64(minSize) > maxHeaderBytes {
+		d.fail(fmt.Sprintf("count %d of entries of at least %d bytes: the header would pass %d bytes", n, minSize, maxHeaderBytes))
 		return 0
 	}
 	return int(n)
@@ -559,6 +570,7 @@ func ShardPath(dir, name string) (string, error) {
 var reservedNames = map[string]bool{
 	IndexFile: true, StateFile: true, InfoFile: true, StampFile: true, "dataset_dict.json": true,
 	"gload.progress.json": true, "gload.lock": true, "gload.task.json": true, "gload.sync.json": true,
+	"gload.fetched.json": true, // loader/remote: which object a cached gload.index was downloaded from
 }
 
 // mapIndex maps the index file at path read-only and decodes its header (decodeIndex: O(shards + blocks), no

@@ -76,6 +76,9 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 	}
 	d.fp, d.index = ix.readFP, ix
 	d.lens = newIndexLengths(path, d.lengths, ix.table(), false)
+	// The shards are not here to rebuild it from: the index came with them (object storage).
+	d.lens.fix = "it came from the object store: rebuild it where the dataset was written (`gload index --rebuild DIR`) " +
+		"and upload it again (`gload sync DIR s3://…`)"
 	cols, idsType, labelsType, err := readFeatures(dir)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ type IndexLengths struct {
 	tab     blockTable
 	state   []atomic.Uint32 // per block: blockUnchecked, blockGood or blockBad
 	path    string          // the index file, for errors
+	fix     string          // what to do about a corrupt block, for errors
 	err     atomic.Pointer[error]
 	tokens  int64
 	maxLen  uint32
@@ -39,7 +40,8 @@ type IndexLengths struct {
 // newIndexLengths serves lengths with tab as their block table; checked says that the lengths were already
 // checked (an index read in full, or built from the shards).
 func newIndexLengths(path string, lengths []uint32, tab blockTable, checked bool) *IndexLengths {
-	s := &IndexLengths{lengths: lengths, tab: tab, path: path, state: make([]atomic.Uint32, tab.len())}
+	s := &IndexLengths{lengths: lengths, tab: tab, path: path, state: make([]atomic.Uint32, tab.len()),
+		fix: "`gload index --rebuild DIR` rewrites it from the shards"}
 	for b := range tab.len() {
 		if checked {
 			s.state[b].Store(blockGood)
@@ -78,8 +80,8 @@ func (s *IndexLengths) check(b int64) uint32 {
 		return blockGood
 	}
 	err := fmt.Errorf("index %s: %w: block %d (rows %d to %d): lengths have crc32c %08x and %d tokens, the block table says %08x and %d: "+
-		"the index is corrupt; `gload index --rebuild DIR` rewrites it from the shards",
-		s.path, ErrBadIndex, b, b<<blockBits, b<<blockBits+want.Rows, got.CRC, got.Tokens, want.CRC, want.Tokens)
+		"the index is corrupt; %s",
+		s.path, ErrBadIndex, b, b<<blockBits, b<<blockBits+want.Rows, got.CRC, got.Tokens, want.CRC, want.Tokens, s.fix)
 	s.err.CompareAndSwap(nil, &err)
 	s.state[b].Store(blockBad)
 	return blockBad
