@@ -5,7 +5,8 @@ For each N (rows / samples / documents) it runs, one at a time, each in a subpro
 space limit (--mem-limit-gb):
 
 - gload exact and gload lazy: `gload bench plan --rows N --policy bucketed --batch-size B --planner exact|lazy
-  --world R*W` (one epoch plan over N synthetic lengths; its own JSON line).
+  --world R*W` (one epoch plan over N synthetic lengths; its own JSON line). Not by default, gload packed: the
+  exact packed plan at --seq-len with documents split across rows, the packing Megatron's sample index does.
 - mosaic: what the local leader of every node of a Mosaic `streaming` StreamingDataset computes at the start of
   every epoch (streaming.base.batching.random.generate_work_random_batching, the default `random` batching): the
   stream resampling (StreamingDataset.resample_streams), streaming.base.partition.get_partitions and
@@ -212,16 +213,18 @@ def measure(tool, n, a):
     row = {"rows": n, "tool": tool}
     if tool.startswith("gload"):
         planner = tool.split()[1]
-        if planner == "exact" and n > 2**31 - 1:
+        if planner in ("exact", "packed") and n > 2**31 - 1:
             row["skip"] = "refused: the exact planner takes at most 2^31−1 rows"
             return row
-        cmd = [a.gload, "bench", "plan", "--rows", str(n), "--policy", "bucketed", "--batch-size",
-               str(a.batch_size), "--planner", planner, "--world", str(a.ranks * a.workers * a.nodes),
-               "--seed", str(a.seed)]
+        policy = ["--policy", "bucketed", "--planner", planner]
+        if planner == "packed":  # Megatron's packing: S-token rows, documents split across them (exact only)
+            policy = ["--policy", "packed", "--seq-len", str(a.seq_len), "--split-docs", "--planner", "exact"]
+        cmd = [a.gload, "bench", "plan", "--rows", str(n), "--batch-size", str(a.batch_size),
+               "--world", str(a.ranks * a.workers * a.nodes), "--seed", str(a.seed)] + policy
     else:
         need = estimate_gb(tool, n, a)
         if need > a.mem_limit_gb:
-            row["skip"] = f"not measured: needs ≈ {need:.0f} GB (estimate from its arrays' dtypes)"
+            row["skip"] = f"not measured: needs ≈ {need:.0f} GiB (estimate from its arrays' dtypes)"
             row["need_gb"] = need
             return row
         cmd = [sys.executable, os.path.abspath(__file__), "--child", tool, "--rows", str(n)] + child_args(a)
@@ -233,7 +236,9 @@ def measure(tool, n, a):
     res = json.loads(out.strip().splitlines()[-1])
     if tool.startswith("gload"):
         row.update(first_batch_s=res["first_batch_s"], peak_rss_mb=res["peak_rss_mb"], batches=res["batches"],
-                   batch_us_mean=res["batch_us_mean"], disk_bytes=0, config=f"bucketed B={a.batch_size}")
+                   batch_us_mean=res["batch_us_mean"], disk_bytes=0,
+                   config=f"packed S={a.seq_len}, split docs, B={a.batch_size}" if planner == "packed"
+                   else f"bucketed B={a.batch_size}")
         row["version"] = a.gload_version
     else:
         row.update(res)
@@ -274,7 +279,9 @@ def table(rows):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", default="1e8", help="comma-separated N (default 1e8)")
-    p.add_argument("--tools", default="gload exact,gload lazy,mosaic,megatron")
+    p.add_argument("--tools", default="gload exact,gload lazy,mosaic,megatron",
+                   help="comma-separated, in order: gload exact, gload lazy, gload packed (exact, packed S=--seq-len "
+                        "with split documents: Megatron's packing), mosaic, megatron")
     p.add_argument("--gload", default="bin/gload")
     p.add_argument("--mem-limit-gb", type=float, default=14.0, help="address-space limit of every run (GiB)")
     p.add_argument("--seed", type=int, default=0)
