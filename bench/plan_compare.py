@@ -183,11 +183,13 @@ def estimate_gb(tool, n, a):
     mosaic (py1e, one canonical node): kept while shuffling: resample_streams' sample ids (int64, 8n) and the
       partition (int64, 8n); py1e holds the shuffled ids (int64), the samples (float64), their positions
       (float64), argsort's permutation (int64) and the sorted copy (float64): 40n; 56n in all.
-      Measured: 56n at 10^8 and 2*10^8. (py1s: 8n for its ids instead of 40n; estimated 40n in all.)"""
+      Measured: 56n at 10^8 and 2*10^8. Other shuffles are counted as py1s: 8n for its ids instead of py1e's 40n,
+      but the partition's copies (transpose, flatten, padding: about 24n with the 8n of sample ids) then set the
+      peak; 48n measured at 10^8."""
     if tool == "megatron":
         b = 32 * n
     elif tool == "mosaic":
-        b = (56 if a.mosaic_shuffle == "py1e" else 40) * n
+        b = (56 if a.mosaic_shuffle == "py1e" else 48) * n
     else:
         return 0.0
     return b / GIB + 0.5
@@ -273,7 +275,7 @@ def table(rows):
             d += f" (written in {r['save_s']:.1f} s)"
         before = f" ({r['hwm_before_mb'] / 1024:.2f} before the build)" if "hwm_before_mb" in r else ""
         out.append(f"| {fmt_rows(r['rows'])} | {name} | {r['first_batch_s']:.3g} s | {r['wall_s']:.3g} s | "
-                   f"{r['peak_rss_mb'] / 1024:.2f} GB{before} | {d} | {r['batches']:,} | {r['config']} |")
+                   f"{r['peak_rss_mb'] / 1024:.2f} GiB{before} | {d} | {r['batches']:,} | {r['config']} |")
     return "\n".join(out)
 
 
