@@ -147,7 +147,12 @@ def child_megatron(a):
     tokens = int(np.sum(sizes[indices]))
     rs = np.random.RandomState(a.seed)
     document_index = _build_document_index(indices, 1, rs, False)
-    sample_index = helpers.build_sample_idx(sizes, document_index, a.seq_len, 1, tokens)
+    lengths_for_cpp = sizes
+    if getattr(helpers, "__file__", "").endswith(".py") and len(document_index) * 2 > len(sizes):
+        # megatron-core >= 0.16 (helpers.py over helpers_cpp): GPTDataset copies the lengths before the C++ call
+        lengths_for_cpp = sizes.copy()
+    sample_index = helpers.build_sample_idx(lengths_for_cpp, document_index, a.seq_len, 1, tokens)
+    del lengths_for_cpp
     shuffle_index = _build_shuffle_index(sample_index.shape[0] - 1, sample_index.shape[0] - 1, rs)
     built = time.perf_counter() - t0
     # GPTDataset.__getitem__(0) for batch 0 of B samples: which documents and offsets each sample spans.
