@@ -228,7 +228,7 @@ def measure(tool, n, a):
         if planner == "packed":  # Megatron's packing: S-token rows, documents split across them (exact only)
             policy = ["--policy", "packed", "--seq-len", str(a.seq_len), "--split-docs", "--planner", "exact"]
         cmd = [a.gload, "bench", "plan", "--rows", str(n), "--batch-size", str(a.batch_size),
-               "--world", str(a.ranks * a.workers * a.nodes), "--seed", str(a.seed)] + policy
+               "--world", str(a.ranks * a.workers * a.nodes), "--seed", str(a.seed), "--epoch", str(a.epoch)] + policy
     else:
         need = estimate_gb(tool, n, a)
         if need > a.mem_limit_gb:
@@ -254,8 +254,8 @@ def measure(tool, n, a):
 
 
 def child_args(a):
-    return ["--seed", str(a.seed), "--batch-size", str(a.batch_size), "--seq-len", str(a.seq_len),
-            "--shard-samples", str(a.shard_samples), "--nodes", str(a.nodes), "--ranks", str(a.ranks),
+    return ["--seed", str(a.seed), "--epoch", str(a.epoch), "--batch-size", str(a.batch_size),
+            "--seq-len", str(a.seq_len), "--shard-samples", str(a.shard_samples), "--nodes", str(a.nodes), "--ranks", str(a.ranks),
             "--workers", str(a.workers), "--mosaic-partition", a.mosaic_partition, "--mosaic-shuffle",
             a.mosaic_shuffle, "--mosaic-canonical-nodes", str(a.mosaic_canonical_nodes), "--mosaic-block",
             str(a.mosaic_block)] + (["--megatron-save", a.megatron_save] if a.megatron_save else [])
@@ -293,7 +293,7 @@ def main():
     p.add_argument("--gload", default="bin/gload")
     p.add_argument("--mem-limit-gb", type=float, default=14.0, help="address-space limit of every run (GiB)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--epoch", type=int, default=0, help="gload's and Mosaic's epoch (Megatron's build has none)")
     p.add_argument("--batch-size", type=int, default=16, help="rows per batch per rank")
     p.add_argument("--seq-len", type=int, default=4096, help="Megatron's sequence length")
     p.add_argument("--shard-samples", type=int, default=1 << 16, help="samples per Mosaic shard")
@@ -314,10 +314,14 @@ def main():
         res["peak_rss_mb"] = vm_hwm_mb()
         print(json.dumps(res))
         return
+    tools = [t.strip() for t in a.tools.split(",")]
+    known = ("gload exact", "gload lazy", "gload packed", "mosaic", "megatron")
+    if any(t not in known for t in tools):
+        p.error(f"--tools: want some of {', '.join(known)}, got {a.tools!r}")
     a.gload_version = subprocess.run([a.gload, "--version"], capture_output=True, text=True).stdout.strip()
     rows = []
     for n in [int(float(x)) for x in a.rows.split(",")]:
-        for tool in [t.strip() for t in a.tools.split(",")]:
+        for tool in tools:
             print(f"plan_compare: {tool} at {n} rows …", file=sys.stderr, flush=True)
             r = measure(tool, n, a)
             print(json.dumps(r), file=sys.stderr, flush=True)
