@@ -254,11 +254,12 @@ def measure(tool, n, a):
 
 
 def child_args(a):
-    return ["--seed", str(a.seed), "--epoch", str(a.epoch), "--batch-size", str(a.batch_size),
-            "--seq-len", str(a.seq_len), "--shard-samples", str(a.shard_samples), "--nodes", str(a.nodes), "--ranks", str(a.ranks),
-            "--workers", str(a.workers), "--mosaic-partition", a.mosaic_partition, "--mosaic-shuffle",
-            a.mosaic_shuffle, "--mosaic-canonical-nodes", str(a.mosaic_canonical_nodes), "--mosaic-block",
-            str(a.mosaic_block)] + (["--megatron-save", a.megatron_save] if a.megatron_save else [])
+    args = {"--seed": a.seed, "--epoch": a.epoch, "--batch-size": a.batch_size, "--seq-len": a.seq_len,
+            "--shard-samples": a.shard_samples, "--nodes": a.nodes, "--ranks": a.ranks, "--workers": a.workers,
+            "--mosaic-partition": a.mosaic_partition, "--mosaic-shuffle": a.mosaic_shuffle,
+            "--mosaic-canonical-nodes": a.mosaic_canonical_nodes, "--mosaic-block": a.mosaic_block}
+    out = [x for k, v in args.items() for x in (k, str(v))]
+    return out + (["--megatron-save", a.megatron_save] if a.megatron_save else [])
 
 
 def fmt_rows(n):
