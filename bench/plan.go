@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -36,6 +37,26 @@ type PlanConfig struct {
 	// Quality walks the whole epoch afterwards and reports the shuffle-quality measure of [Adjacency] (4 bytes
 	// per row; at most 2^32−1 rows).
 	Quality bool
+	// Sources > 0 plans a mixture epoch of Rows slots instead (see [MixSources]); Planner "auto" is
+	// planner.NewEpochMixture's choice, "exact" planner.NewMixture over lengths arrays, "lazy"
+	// planner.NewLazyMixture.
+	Sources int
+}
+
+// MixSources are the k synthetic sources of a mixture bench of rows slots: source i has ⌊rows/k⌋ rows (the last
+// the rest) of [planner.Synthetic] lengths with seed lengthSeed+i, and weight 1/(i+1) (Zipf), so the first
+// sources are upsampled and the last downsampled in an epoch of rows slots.
+func MixSources(rows int64, k int, lengthSeed uint64) []planner.MixSource {
+	out := make([]planner.MixSource, k)
+	for i := range k {
+		n := rows / int64(k)
+		if i == k-1 {
+			n = rows - n*int64(k-1)
+		}
+		out[i] = planner.MixSource{Name: "s" + strconv.Itoa(i), Fingerprint: "bench/synthetic/" + strconv.FormatUint(lengthSeed+uint64(i), 10) + "/" + strconv.FormatInt(n, 10),
+			Lengths: planner.Synthetic{Rows: n, Seed: lengthSeed + uint64(i)}, Weight: 1 / float64(i+1)}
+	}
+	return out
 }
 
 // Adjacency is the distribution of |pos(r+1) − pos(r)| over the dataset's adjacent rows r, r+1, pos being a row's
@@ -97,16 +118,17 @@ type PlanResult struct {
 	Policy      string  `json:"policy"`
 	Planner     string  `json:"planner"`
 	Batches     int     `json:"batches"`
-	LengthsS    float64 `json:"lengths_s"`     // making the lengths array (not part of planning)
-	PlanS       float64 `json:"plan_s"`        // making the plan (the counting pass of lazy tokens and packed plans)
-	FirstBatchS float64 `json:"first_batch_s"` // plan + build batch 0
-	BatchUSMean float64 `json:"batch_us_mean"` // per further batch, sampled across the epoch
-	BatchUSP50  float64 `json:"batch_us_p50"`  // (lazy packed: a batch of a window already packed)
-	BatchUSP99  float64 `json:"batch_us_p99"`  //
-	Sampled     int     `json:"sampled"`       // batches timed
-	PeakRSSMB   float64 `json:"peak_rss_mb"`   // VmHWM of this process
-	GoMaxProcs  int     `json:"gomaxprocs"`    //
-	LengthNS    float64 `json:"length_ns"`     // cost of one synthetic length (lazy plans compute them per batch)
+	LengthsS    float64 `json:"lengths_s"`         // making the lengths array (not part of planning)
+	PlanS       float64 `json:"plan_s"`            // making the plan (the counting pass of lazy tokens and packed plans)
+	FirstBatchS float64 `json:"first_batch_s"`     // plan + build batch 0
+	BatchUSMean float64 `json:"batch_us_mean"`     // per further batch, sampled across the epoch
+	BatchUSP50  float64 `json:"batch_us_p50"`      // (lazy packed: a batch of a window already packed)
+	BatchUSP99  float64 `json:"batch_us_p99"`      //
+	Sampled     int     `json:"sampled"`           // batches timed
+	PeakRSSMB   float64 `json:"peak_rss_mb"`       // VmHWM of this process
+	GoMaxProcs  int     `json:"gomaxprocs"`        //
+	LengthNS    float64 `json:"length_ns"`         // cost of one synthetic length (lazy plans compute them per batch)
+	Sources     int     `json:"sources,omitempty"` // mixture benches: the sources (rows are the epoch's slots)
 	PlanHash    string  `json:"plan_hash,omitempty"`
 	// PackingEfficiency is the plan's Stats().PackingEfficiency: real / padded tokens (exact plans and lazy packed
 	// plans: of the epoch; lazy bucketed and tokens plans: of their first window).
@@ -137,6 +159,9 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 	res := PlanResult{Rows: c.Rows, Policy: string(c.Policy), Planner: c.Planner, GoMaxProcs: runtime.GOMAXPROCS(0)}
 	fp := "bench/synthetic/" + strconv.FormatUint(c.LengthSeed, 10) + "/" + strconv.FormatInt(c.Rows, 10)
 	res.LengthNS = lengthCost(syn)
+	if c.Sources > 0 {
+		return mixBench(c, cfg, res)
+	}
 	switch c.Planner {
 	case "", "auto":
 		res.Planner = "exact"
@@ -196,6 +221,70 @@ func PlanBench(c PlanConfig) (PlanResult, error) {
 	res.PeakRSSMB = peakRSSMB()
 	runtime.KeepAlive(lengths)
 	return res, quality(c, plan, &res)
+}
+
+// mixBench is PlanBench of a mixture epoch of c.Rows slots over c.Sources synthetic sources ([MixSources]).
+func mixBench(c PlanConfig, cfg planner.Config, res PlanResult) (PlanResult, error) {
+	res.Sources = c.Sources
+	if c.Quality {
+		return res, fmt.Errorf("quality: not measured for mixtures")
+	}
+	if c.Sources > planner.MaxSources || int64(c.Sources) > c.Rows {
+		return res, fmt.Errorf("sources: want 1 … %d and at most rows, got %d", planner.MaxSources, c.Sources)
+	}
+	src := MixSources(c.Rows, c.Sources, c.LengthSeed)
+	mc := planner.MixConfig{EpochSamples: c.Rows}
+	ctx := context.Background()
+	var p batcher
+	var keep []planner.Source
+	t0 := time.Now()
+	switch c.Planner {
+	case "", "auto", "lazy":
+		var mp planner.MixturePlan
+		var err error
+		if c.Planner == "lazy" {
+			mp, err = planner.NewLazyMixture(ctx, src, c.Seed, c.Epoch, cfg, mc, planner.Parallel)
+		} else {
+			mp, err = planner.NewEpochMixture(ctx, src, c.Seed, c.Epoch, cfg, mc, planner.Parallel)
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Planner = "exact"
+		if _, ok := mp.(*planner.LazyMixture); ok {
+			res.Planner = "lazy"
+		}
+		p = mp
+	case "exact":
+		keep = make([]planner.Source, len(src))
+		for i, s := range src {
+			syn := s.Lengths.(planner.Synthetic)
+			if syn.Rows > math.MaxInt32 {
+				return res, fmt.Errorf("source of %d rows: %w (at most %d rows)", syn.Rows, planner.ErrTooLarge, math.MaxInt32)
+			}
+			l := make([]uint32, syn.Rows)
+			fillParallel(syn, l)
+			keep[i] = planner.Source{Name: s.Name, Fingerprint: s.Fingerprint, Lengths: l, Weight: s.Weight}
+		}
+		res.LengthsS = time.Since(t0).Seconds()
+		t0 = time.Now()
+		m, err := planner.NewMixtureContext(ctx, keep, c.Seed, c.Epoch, cfg, mc)
+		if err != nil {
+			return res, err
+		}
+		p = m
+	default:
+		return res, fmt.Errorf("planner: want auto, exact or lazy, got %q", c.Planner)
+	}
+	if p.Len() > 0 {
+		_ = p.Batch(0)
+	}
+	res.FirstBatchS = time.Since(t0).Seconds()
+	res.Batches = p.Len()
+	timeBatches(p, c.Samples, &res)
+	res.PeakRSSMB = peakRSSMB()
+	runtime.KeepAlive(keep)
+	return res, nil
 }
 
 // quality fills res.Adjacency when c asks for it (after the peak RSS is taken).

@@ -77,3 +77,27 @@ func TestParallelCountingPass(t *testing.T) {
 		t.Fatalf("serial %d windows, %d batches, %s; parallel %d batches, %s", serial.Windows(), serial.Len(), serial.Hash(), par.Len(), par.Hash())
 	}
 }
+
+func TestPlanBenchMixture(t *testing.T) {
+	for _, tc := range []struct {
+		rows    int64
+		planner string
+		want    string
+	}{
+		{200_000, "auto", "exact"},
+		{200_000, "lazy", "lazy"},
+		{200_000, "exact", "exact"},
+		{3_000_000_000, "auto", "lazy"},
+	} {
+		res, err := PlanBench(PlanConfig{Rows: tc.rows, Policy: planner.Bucketed, BatchSize: 16, Samples: 20, Planner: tc.planner, Sources: 4})
+		if err != nil {
+			t.Fatalf("%d slots, %s: %v", tc.rows, tc.planner, err)
+		}
+		if res.Planner != tc.want || res.Sources != 4 || res.Batches != int(tc.rows/16) || res.Sampled != 20 || res.FirstBatchS <= 0 {
+			t.Fatalf("%d slots, %s: %+v", tc.rows, tc.planner, res)
+		}
+		if tc.rows > 1<<31 && res.PeakRSSMB > 1000 {
+			t.Fatalf("lazy mixture of 3·10^9 slots: peak RSS %.0f MB", res.PeakRSSMB)
+		}
+	}
+}

@@ -14,11 +14,13 @@
 #   --wheels               add the Python client's test dependencies as wheels (pytests, on a machine without network)
 #   --tokenize-only        only what the tokenize suites read (binary, tokenizers, corpus), to stay under the
 #                          carry limit with --text-corpus and --base
+#   --plan-compare         add whl-bench, the wheels of bench/plan_compare.py's references for Python 3.12 (Mosaic
+#                          streaming, Megatron-core and what streaming imports that the GPU image lacks; 8 MB)
 set -euo pipefail
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
 d=${DEVRUN_DIR:-build/devrun}
-text=0 wheels=0 only_tok=0 base=
+text=0 wheels=0 only_tok=0 plan_compare=0 base=
 pyclients=()
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -27,7 +29,8 @@ while [[ $# -gt 0 ]]; do
 	--tokenize-only) only_tok=1 ;;
 	--base) base=$2; shift ;;
 	--pyclient-base) pyclients+=("$2"); shift ;;
-	-h | --help) sed -n 2,16p "$self"; exit 0 ;;
+	--plan-compare) plan_compare=1 ;;
+	-h | --help) sed -n 2,18p "$self"; exit 0 ;;
 	*) echo "prepare_devrun.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -92,6 +95,14 @@ if [[ $only_tok == 0 ]]; then
 	if ! compgen -G "$d/whl/pytest-*.whl" >/dev/null; then
 		python3 -m pip download -q --only-binary=:all: --python-version 3.12 -d "$d/whl" pytest==8.3.5
 	fi
+fi
+# plan_compare: the references' wheels, installed --no-deps over the image's torch, numpy and transformers (the
+# newest Megatron-core for Python 3.12; zstd 1.5.6.2 and 1.5.7.3, the other zstd wheels for 3.12, are yanked).
+if [[ $plan_compare == 1 ]] && ! compgen -G "$d/whl-bench/megatron_core-*.whl" >/dev/null; then
+	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 -d "$d/whl-bench" mosaicml-streaming==0.13.0 megatron-core==0.19.2 \
+		catalogue==2.0.10 brotli==1.2.1 python-snappy==0.7.3 cramjam==2.14.0 zstd==1.5.6.1
 fi
 if [[ $wheels == 1 && ! -d $d/wheels ]]; then
 	python3 -m pip download -q -d "$d/wheels" --only-binary=:all: pytest grpcio protobuf numpy

@@ -79,6 +79,7 @@ type ScaleReadOptions struct {
 	// Batches is how many batches each consumer of the first phase reads (world × workers consumers); the second
 	// phase resumes from there with ResumeWorld ranks of Workers workers, each reading as many.
 	Batches        int
+	From           uint64 // the slice's first global batch (the first phase resumes there)
 	World, Workers int
 	ResumeWorld    int
 	TokenOf        func(row int64) int32 // the token row r holds (checked in every batch)
@@ -87,7 +88,9 @@ type ScaleReadOptions struct {
 // ScaleReadResult is what ScaleRead measured and checked.
 type ScaleReadResult struct {
 	GlobalBatches uint64  `json:"global_batches"` // of the epoch plan
-	SliceBatches  int     `json:"slice_batches"`  // read: global batches [0, slice_batches), each once
+	PlanHash      string  `json:"plan_hash"`      // the server's
+	From          uint64  `json:"from"`           // the slice's first global batch
+	SliceBatches  int     `json:"slice_batches"`  // read: global batches [from, from+slice_batches), each once
 	Rows          int     `json:"rows_read"`      // distinct dataset rows read, each once
 	MaxRow        int64   `json:"max_row"`        // largest row number read
 	RowsPast2_31  int     `json:"rows_past_2_31"` // rows read whose number is at least 2^31
@@ -96,7 +99,7 @@ type ScaleReadResult struct {
 }
 
 // ScaleRead reads a slice of an epoch as opts says and checks it: the global batches of both phases are exactly
-// [0, N) once each, every row of them comes once, and every token is the row's.
+// [From, From+N) once each, every row of them comes once, and every token is the row's.
 func ScaleRead(ctx context.Context, opts ScaleReadOptions) (ScaleReadResult, error) {
 	var res ScaleReadResult
 	c, err := client.Dial(ctx, opts.Addr)
@@ -142,26 +145,31 @@ func ScaleRead(ctx context.Context, opts ScaleReadOptions) (ScaleReadResult, err
 		wg.Wait()
 		return errors.Join(errs...)
 	}
-	if err := phase(opts.World, opts.Workers, nil); err != nil {
-		return res, err
-	}
-	consumed := uint64(opts.World * opts.Workers * opts.Batches)
 	plan, err := c.Plan(ctx, &gloadpb.Open{Dataset: opts.Dataset, Seed: opts.Seed, Policy: policy, WorldSize: uint32(opts.World)})
 	if err != nil {
 		return res, err
 	}
+	res.PlanHash = plan.PlanHash
+	var start *gloadpb.ResumeState
+	if opts.From > 0 {
+		start = proto.CloneOf(plan.GetStart())
+		start.Consumed, start.PlanWorld = opts.From, uint32(opts.World)
+	}
+	if err := phase(opts.World, opts.Workers, start); err != nil {
+		return res, err
+	}
 	resume := proto.CloneOf(plan.GetStart())
-	resume.Consumed, resume.PlanWorld = consumed, uint32(opts.World)
+	resume.Consumed, resume.PlanWorld = opts.From+uint64(opts.World*opts.Workers*opts.Batches), uint32(opts.World)
 	if err := phase(opts.ResumeWorld, opts.Workers, resume); err != nil {
 		return res, err
 	}
 	res.ReadS = time.Since(t0).Seconds()
 	res.FirstBatchS = first.Seconds()
 	res.GlobalBatches = plan.GlobalBatches
-	res.SliceBatches = len(globals)
-	for g := range uint64(len(globals)) {
+	res.SliceBatches, res.From = len(globals), opts.From
+	for g := opts.From; g < opts.From+uint64(len(globals)); g++ {
 		if globals[g] != 1 {
-			return res, fmt.Errorf("global batch %d read %d times (of %d batches read)", g, globals[g], len(globals))
+			return res, fmt.Errorf("global batch %d read %d times (of %d batches read from %d)", g, globals[g], len(globals), opts.From)
 		}
 	}
 	for r, n := range rows {

@@ -163,7 +163,7 @@
 //     the open row with the most room while any has room); the window's
 //     packed rows are numbered 0 … R_w−1 in the order they are opened;
 //   - packed row k goes to place π'_w(k) of the window, π'_w a keyed
-//     permutation of [0, R_w) (key: SplitMix64 output w+1 of stream 8's key;
+//     permutation of [0, R_w) (key: SplitMix64 output w+1 of stream 9's key;
 //     a Feistel network as above), and places are grouped BatchSize at a
 //     time: the window has ⌈R_w / BatchSize⌉ batches, of which only the last
 //     may be short; batch j of window w is global batch end(w−1) + j.
@@ -208,6 +208,65 @@
 // docs/planning-at-scale.md). Shapes lists window 0's shapes; every window's
 // last batch may be short.
 //
+// # Lazy mixtures
+//
+// [NewEpochMixture] plans mixture epochs (MixSamples) of at most
+// [LazyThreshold] slots whose sources have at most 2^31−1 rows each with
+// [NewMixtureContext], exactly as before (same batches, fingerprints and
+// resume states), and larger ones with [NewLazyMixture]: memory O(windows +
+// sources) — 8 bytes per window of 2^20 slots, plus the windows being
+// served — and batch g computed on demand. Sources are [MixSource]s (a
+// [Lengths], int64 rows); an epoch may hold up to [MaxLazyMixRows] (2^40)
+// slots, each source as many rows. The source counts c_s and the epoch's
+// slots N are as for exact mixtures (largest remainder of N by the
+// normalised weights; EpochSamples, EpochUntil), and the fingerprint is the
+// same ([MixSourcesFingerprint] = [MixtureFingerprint]). Its randomness and
+// arithmetic, specified like the exact plans':
+//
+//   - Source s's slot count among slots [0, x) is F_s(x). A source is tiny
+//     when c_s·(2^12 − 2·MaxSources) < N (under one row per 3 586 slots), else
+//     big. Tiny source number j of T (in source order) has phase φ =
+//     ⌊(2j+1)·2^15/T⌋/2^16 and F_s(x) = ⌊x·c_s/N + φ⌋. The big sources share
+//     B = x − Σ_tiny F_t(x): F_s(x) = ⌊B·c_s/C⌋ (C = Σ_big c_s), plus one for
+//     the B − Σ_big ⌊B·c_s/C⌋ big sources of largest remainder B·c_s mod C,
+//     ties to the lower index. All in exact 128-bit integer arithmetic.
+//   - The slots are cut into chunks of [LazyMixChunk] (2^12); F is evaluated
+//     at chunk boundaries only, where it is monotone (every big source gains
+//     at least one row per chunk, every tiny one at most two), and a chunk's
+//     k_s = F_s(end) − F_s(start) slots are dealt by smooth weighted
+//     round-robin as the exact mixture deals its epoch (credits start at 0
+//     in every chunk). So after any prefix of i slots a tiny source is within
+//     2 rows of i·c_s/N, and a big source within 2 + T·c_s/C (within 2 when
+//     no source is tiny); tests check it slot by slot.
+//   - Source s's j-th slot of epoch e reads position u = e·c_s + j of its
+//     endless stream: pass k = u div n_s, row π_{s,k}(u mod n_s), π_{s,k}
+//     the keyed Feistel permutation of [0, n_s) (as in lazy plans) keyed by
+//     stream 8 of (the source's fingerprint, seed, k) — streamKey with k in
+//     the epoch's place. Within a pass no row repeats; epoch e+1 continues
+//     where e stopped.
+//   - Windows of [LazyMixWindowChunks] chunks (2^20 slots; the last may be
+//     shorter) are planned as the exact mixture plans its whole epoch: cut
+//     into mega-batches (bucketed M·B slots; tokens the longest run whose
+//     padded lengths sum to at most M·TokenBudget), each source's rows of a
+//     mega-batch sorted by delivered length descending (ties in slot order)
+//     and put back into its slots, batches cut in slot order and kept in
+//     slot order (no batch shuffle, no warm-up).
+//
+// The prefix table of batches per window is arithmetic under bucketed and
+// comes from one counting pass under tokens (every window built once,
+// through the caller's [Runner]; it also yields every shape, the token
+// statistics and each source's tokens). A bucketed batch read alone costs
+// its mega-batch (its one or two chunks dealt again); windows read in turn,
+// and tokens batches, are built whole (about 13 bytes per slot; the two
+// newest are kept). Not in lazy mixtures: mix_by=tokens (finding where
+// epoch e starts walks every row of epochs before it), packing,
+// SingleSourceBatches and automatic boundaries; [NewEpochMixture] plans
+// them exactly (at most 2^31−1 rows per source). Under bucketed,
+// [LazyMixture.Shapes] lists window 0's shapes only and the token counts of
+// Stats and Shares are 0 ([LazyMixture.Bound] bounds every batch, from the
+// sources' longest row). [LazyMixture.Hash] names the algorithm
+// ("gload/mixture/lazy-chunks/v1") and costs O(windows).
+//
 // # Caveats
 //
 //   - A bucketed or tokens Plan keeps the lengths slice it was given (piece
@@ -218,7 +277,8 @@
 //     batch; a packed plan 12 bytes per piece plus 4 per packed row. Planning
 //     needs transient memory of the same order (packed: about 3× that).
 //   - A Mixture keeps its sources' Lengths slices: do not modify them.
-//     It holds about 13 bytes per slot (source, row, length, inner plan).
+//     It holds about 13 bytes per slot (source, row, length, inner plan);
+//     a LazyMixture 8 bytes per window of 2^20 slots.
 //   - Exact plans index rows by int32: at most 2^31−1 rows and pieces per
 //     plan. Lazy plans index them by int64.
 //   - [Plan.Batch] and [Plan.Shape] panic for an index outside [0, Len()),

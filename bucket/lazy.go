@@ -75,9 +75,9 @@ var (
 )
 
 // NewEpochPlan plans one epoch of lengths: with [NewPlan] (over the lengths copied into a slice unless they are a
-// [SliceLengths]) when the dataset has at most [LazyThreshold] rows, or when the plan is a sequential tokens plan
-// (the lazy plans do not do those: at most 2^31−1 rows); else bucketed sequential plans with [NewSeqPlan], packed
-// plans with [NewLazyPacked] and the others with [NewLazyPlan] (see [EpochPlanner]).
+// [SliceLengths] or a [Viewer]) when the dataset has at most [LazyThreshold] rows, or when the plan is a sequential
+// tokens plan (the lazy plans do not do those: at most 2^31−1 rows); else bucketed sequential plans with
+// [NewSeqPlan], packed plans with [NewLazyPacked] and the others with [NewLazyPlan] (see [EpochPlanner]).
 func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (EpochPlan, error) {
 	n := lengths.Len()
 	switch EpochPlanner(n, cfg) {
@@ -91,14 +91,7 @@ func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, c
 	if n > math.MaxInt32 {
 		return nil, fmt.Errorf("plan %d rows: %w (sequential tokens plans: at most %d rows)", n, ErrTooLarge, math.MaxInt32)
 	}
-	s, ok := lengths.(SliceLengths)
-	if !ok {
-		s = make(SliceLengths, n)
-		for i := range s {
-			s[i] = lengths.Length(int64(i))
-		}
-	}
-	return NewPlan(s, fingerprint, seed, epoch, cfg)
+	return NewPlan(lengthsSlice(lengths), fingerprint, seed, epoch, cfg)
 }
 
 // EpochPlanner names the planner [NewEpochPlan] uses for n rows under cfg: "exact" ([NewPlan]) up to
@@ -280,6 +273,10 @@ func (p *LazyPlan) checkBudget() error {
 
 // Config returns the plan's configuration with defaults applied.
 func (p *LazyPlan) Config() Config { return p.cfg }
+
+// Algorithm names the planner ("gload/plan/lazy-blocks/v1"): a resume state saved under another planner (an exact
+// plan of the same dataset, policy, seed and epoch) does not continue this plan.
+func (p *LazyPlan) Algorithm() string { return lazyAlgorithm }
 
 // Hash identifies the plan without building its batches: 32 hex digits of SHA-256 over
 //

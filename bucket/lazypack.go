@@ -20,8 +20,8 @@ const (
 	lazyPackedAlgorithm       = "gload/plan/lazy-packed/v1"
 	lazyPackedCountsAlgorithm = "gload/plan/lazy-packed-counts/v1"
 
-	// streamLazyPacked permutes each window's packed rows.
-	streamLazyPacked uint64 = 8
+	// streamLazyPacked permutes each window's packed rows (8 is the lazy mixture's).
+	streamLazyPacked uint64 = 9
 
 	// MaxWindowPieces is the most pieces (SeqLen runs of a split document, tails, whole documents) one window of a
 	// lazy packed plan may hold: 32 per row of a full window on average, documents of 128 Ki tokens at SeqLen
@@ -237,6 +237,10 @@ func (p *LazyPacked) Counts() PackedCounts {
 
 // Config returns the plan's configuration with defaults applied.
 func (p *LazyPacked) Config() Config { return p.cfg }
+
+// Algorithm names the planner ("gload/plan/lazy-packed/v1"): a resume state saved under another planner (an exact
+// packed plan of the same dataset, policy, seed and epoch) does not continue this plan.
+func (p *LazyPacked) Algorithm() string { return lazyPackedAlgorithm }
 
 // Shapes returns the shapes of window 0's batches: (BatchSize, SeqLen) and, when window 0's packed rows are not a
 // multiple of BatchSize, its last batch's. Every window's last batch may be short; every batch is within

@@ -61,6 +61,9 @@ func NewSeqPlan(lengths Lengths, fingerprint string, cfg Config) (*SeqPlan, erro
 // Len returns the number of global batches.
 func (p *SeqPlan) Len() int { return p.nbatch }
 
+// Algorithm names the planner ("gload/plan/lazy-sequential/v1"; see [LazyPlan.Algorithm]).
+func (p *SeqPlan) Algorithm() string { return lazySeqAlgorithm }
+
 // Batch returns global batch g (g in [0, Len()); it panics otherwise, like a slice index).
 func (p *SeqPlan) Batch(g int) Batch {
 	if g < 0 || g >= p.nbatch {

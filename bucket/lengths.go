@@ -16,3 +16,24 @@ func (s SliceLengths) Len() int64 { return int64(len(s)) }
 
 // Length returns s[i].
 func (s SliceLengths) Length(i int64) uint32 { return s[i] }
+
+// Viewer is a [Lengths] that can give every length as one slice without copying (a memory-mapped index):
+// exact plans, which need a slice, read it instead of copying the lengths out one by one.
+type Viewer interface {
+	View() []uint32
+}
+
+// lengthsSlice returns lengths as a slice: itself, its view, or a copy.
+func lengthsSlice(lengths Lengths) []uint32 {
+	switch l := lengths.(type) {
+	case SliceLengths:
+		return l
+	case Viewer:
+		return l.View()
+	}
+	s := make([]uint32, lengths.Len())
+	for i := range s {
+		s[i] = lengths.Length(int64(i))
+	}
+	return s
+}

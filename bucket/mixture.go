@@ -183,7 +183,7 @@ func NewMixtureContext(ctx context.Context, sources []Source, seed uint64, epoch
 	}
 	eff := effLimit(c)
 	m := &Mixture{shares: make([]SourceShare, len(sources))}
-	m.fingerprint = mixFingerprint(sources, w, until, mc)
+	m.fingerprint = mixFingerprint(mixInputs(sources), w, until, mc)
 	streams := make([]*sourceStream, len(sources))
 	for i, s := range sources {
 		streams[i] = &sourceStream{lengths: s.Lengths, fp: s.Fingerprint, seed: seed, pass: -1}
@@ -203,7 +203,7 @@ func NewMixtureContext(ctx context.Context, sources []Source, seed uint64, epoch
 			return nil, err
 		}
 	} else {
-		if counts, err = sampleCounts(sources, w, until, mc, maxRows); err != nil {
+		if counts, err = sampleCounts(mixInputs(sources), w, until, mc, maxRows); err != nil {
 			return nil, err
 		}
 		for i := range base {
@@ -283,6 +283,27 @@ func NewMixtureContext(ctx context.Context, sources []Source, seed uint64, epoch
 // checkMix validates sources and mc and returns the normalised weights and
 // the index of EpochUntil's source (-1 when unset).
 func checkMix(sources []Source, mc MixConfig, cfg Config) ([]float64, int, error) {
+	return checkMixIn(mixInputs(sources), mc, cfg, math.MaxInt32)
+}
+
+// mixIn is what planning needs of a source besides its lengths.
+type mixIn struct {
+	name, fp string
+	rows     int64
+	weight   float64
+}
+
+func mixInputs(sources []Source) []mixIn {
+	out := make([]mixIn, len(sources))
+	for i, s := range sources {
+		out[i] = mixIn{name: s.Name, fp: s.Fingerprint, rows: int64(len(s.Lengths)), weight: s.Weight}
+	}
+	return out
+}
+
+// checkMixIn is checkMix over sources described by mixIn, each of at most
+// maxSourceRows rows.
+func checkMixIn(sources []mixIn, mc MixConfig, cfg Config, maxSourceRows int64) ([]float64, int, error) {
 	if len(sources) == 0 {
 		return nil, -1, cfgErr("mixture", "has no sources")
 	}
@@ -322,26 +343,26 @@ func checkMix(sources []Source, mc MixConfig, cfg Config) ([]float64, int, error
 	until := -1
 	seen := map[string]bool{}
 	for i, s := range sources {
-		if s.Name == "" {
+		if s.name == "" {
 			return nil, -1, cfgErr("mixture", "source %d has no name", i)
 		}
-		if seen[s.Name] {
-			return nil, -1, cfgErr("mixture", "source %q is named twice", s.Name)
+		if seen[s.name] {
+			return nil, -1, cfgErr("mixture", "source %q is named twice", s.name)
 		}
-		seen[s.Name] = true
-		if math.IsNaN(s.Weight) || math.IsInf(s.Weight, 0) || s.Weight < 0 {
-			return nil, -1, cfgErr("mixture", "source %q: weight %v must be a finite number >= 0", s.Name, s.Weight)
+		seen[s.name] = true
+		if math.IsNaN(s.weight) || math.IsInf(s.weight, 0) || s.weight < 0 {
+			return nil, -1, cfgErr("mixture", "source %q: weight %v must be a finite number >= 0", s.name, s.weight)
 		}
-		if s.Weight > 0 && len(s.Lengths) == 0 {
-			return nil, -1, cfgErr("mixture", "source %q has weight %v but no rows", s.Name, s.Weight)
+		if s.weight > 0 && s.rows == 0 {
+			return nil, -1, cfgErr("mixture", "source %q has weight %v but no rows", s.name, s.weight)
 		}
-		if len(s.Lengths) > math.MaxInt32 {
-			return nil, -1, fmt.Errorf("mixture source %q of %d rows: %w (at most %d rows)", s.Name, len(s.Lengths), ErrTooLarge, math.MaxInt32)
+		if s.rows > maxSourceRows {
+			return nil, -1, fmt.Errorf("mixture source %q of %d rows: %w (at most %d rows)", s.name, s.rows, ErrTooLarge, maxSourceRows)
 		}
-		if s.Name == mc.EpochUntil {
+		if s.name == mc.EpochUntil {
 			until = i
 		}
-		sum += s.Weight
+		sum += s.weight
 	}
 	if !(sum > 0) || math.IsInf(sum, 0) {
 		return nil, -1, cfgErr("mixture", "weights sum to %v; at least one must be > 0", sum)
@@ -350,7 +371,7 @@ func checkMix(sources []Source, mc MixConfig, cfg Config) ([]float64, int, error
 		if until < 0 {
 			return nil, -1, cfgErr("epoch_until", "%q is not a source of the mixture", mc.EpochUntil)
 		}
-		if sources[until].Weight == 0 {
+		if sources[until].weight == 0 {
 			return nil, -1, cfgErr("epoch_until", "source %q has weight 0: it is never exhausted", mc.EpochUntil)
 		}
 	}
@@ -358,9 +379,9 @@ func checkMix(sources []Source, mc MixConfig, cfg Config) ([]float64, int, error
 	// 0.6:0.3:0.1 are the same mixture whatever the float rounding.
 	w := make([]float64, len(sources))
 	for i, s := range sources {
-		w[i] = math.Round(s.Weight/sum*1e12) / 1e12
-		if s.Weight > 0 && w[i] == 0 {
-			return nil, -1, cfgErr("mixture", "source %q: weight %v is less than 1e-12 of the sum %v, which rounds its share to 0; give it weight 0 or more", s.Name, s.Weight, sum)
+		w[i] = math.Round(s.weight/sum*1e12) / 1e12
+		if s.weight > 0 && w[i] == 0 {
+			return nil, -1, cfgErr("mixture", "source %q: weight %v is less than 1e-12 of the sum %v, which rounds its share to 0; give it weight 0 or more", s.name, s.weight, sum)
 		}
 	}
 	return w, until, nil
@@ -385,17 +406,17 @@ func effLimit(c Config) int64 {
 // sum of the positive-weight sources' rows, or under EpochUntil
 // ⌈rows(S)/w(S)⌉ with S getting exactly its rows. N beyond maxRows is
 // ErrTooLarge, found before anything of its size is done.
-func sampleCounts(sources []Source, w []float64, until int, mc MixConfig, maxRows int64) ([]int64, error) {
+func sampleCounts(sources []mixIn, w []float64, until int, mc MixConfig, maxRows int64) ([]int64, error) {
 	var n int64
 	switch {
 	case mc.EpochSamples > 0:
 		n = mc.EpochSamples
 	case until >= 0:
-		rows := int64(len(sources[until].Lengths))
+		rows := sources[until].rows
 		f := math.Ceil(float64(rows) / w[until])
 		if !(f <= float64(maxRows)) {
 			return nil, fmt.Errorf("mixture epoch of %.0f rows (%q's %d rows at weight %v): %w (at most %d rows per mixture epoch)",
-				f, sources[until].Name, rows, w[until], ErrTooLarge, maxRows)
+				f, sources[until].name, rows, w[until], ErrTooLarge, maxRows)
 		}
 		n = max(int64(f), rows)
 		rest := slices.Clone(w)
@@ -406,7 +427,7 @@ func sampleCounts(sources []Source, w []float64, until int, mc MixConfig, maxRow
 	default:
 		for i, s := range sources {
 			if w[i] > 0 {
-				n += int64(len(s.Lengths)) // at most MaxSources × 2^31
+				n += s.rows // at most MaxSources × the largest source
 			}
 		}
 	}
@@ -569,7 +590,7 @@ func replayTokens(ctx context.Context, streams []*sourceStream, targets []int64,
 
 // mixFingerprint identifies a mixture's plan: SHA-256 over the sources'
 // fingerprints and row counts in order, the normalised weights and mc.
-func mixFingerprint(sources []Source, w []float64, until int, mc MixConfig) string {
+func mixFingerprint(sources []mixIn, w []float64, until int, mc MixConfig) string {
 	h := sha256.New()
 	var buf [8]byte
 	putU := func(v uint64) {
@@ -594,8 +615,8 @@ func mixFingerprint(sources []Source, w []float64, until int, mc MixConfig) stri
 	}
 	putU(uint64(len(sources)))
 	for i, s := range sources {
-		putS(s.Fingerprint)
-		putU(uint64(len(s.Lengths)))
+		putS(s.fp)
+		putU(uint64(s.rows))
 		putU(math.Float64bits(w[i]))
 	}
 	return "mix-" + hex.EncodeToString(h.Sum(nil)[:16])
@@ -658,7 +679,7 @@ func MixtureFingerprint(sources []Source, mc MixConfig) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return mixFingerprint(sources, w, until, mc), nil
+	return mixFingerprint(mixInputs(sources), w, until, mc), nil
 }
 
 // Fingerprint identifies the mixture's plan (what resume states name).

@@ -48,7 +48,7 @@ type MixtureWeight struct {
 type mixServed struct {
 	parts   []*served
 	offsets []int // parts[s]'s rows start at offsets[s]; offsets[len(parts)] is the total
-	sources []bucket.Source
+	sources []bucket.MixSource
 	mc      bucket.MixConfig
 }
 
@@ -80,13 +80,30 @@ func planBound(p epochPlan) bucket.Bound {
 
 // mixPlan is a mixture's plan with piece indices in the mixture's row space.
 type mixPlan struct {
-	*bucket.Mixture
+	bucket.MixturePlan
 	offsets []int
+}
+
+// Hash is a lazy mixture's own (O(windows)); an exact mixture's is bucket.HashBatches over its batches in the
+// mixture's row space, as before lazy mixtures.
+func (p *mixPlan) Hash() string {
+	if lm, ok := p.MixturePlan.(*bucket.LazyMixture); ok {
+		return lm.Hash()
+	}
+	return bucket.HashBatches(p.Len(), p.Batch)
+}
+
+// Algorithm is the lazy mixture's planner name; "" for exact mixtures.
+func (p *mixPlan) Algorithm() string {
+	if a, ok := p.MixturePlan.(interface{ Algorithm() string }); ok {
+		return a.Algorithm()
+	}
+	return ""
 }
 
 // Batch returns batch g with Index = offsets[Source] + row.
 func (p *mixPlan) Batch(g int) bucket.Batch {
-	b := p.Mixture.Batch(g)
+	b := p.MixturePlan.Batch(g)
 	for k := range b.Pieces {
 		b.Pieces[k].Index += p.offsets[b.Pieces[k].Source]
 	}
@@ -184,19 +201,17 @@ func (s *Server) newMixture(name string, spec MixtureSpec, field string) (*serve
 		}
 		m.parts = append(m.parts, d)
 		m.offsets = append(m.offsets, m.offsets[len(m.offsets)-1]+d.ds.Len())
-		m.sources = append(m.sources, bucket.Source{Name: w.Dataset, Fingerprint: d.info.Fingerprint, Lengths: d.ds.Lengths(), Weight: w.Weight})
+		m.sources = append(m.sources, bucket.MixSource{Name: w.Dataset, Fingerprint: d.info.Fingerprint, Lengths: d.ds.LengthSource(),
+			Weight: w.Weight, MaxLength: max(d.info.MaxLength, 1)})
 		info.Mixture = append(info.Mixture, &gloadpb.MixtureSource{Dataset: w.Dataset, Weight: w.Weight})
 		rows += d.info.Rows
 		tokens += d.info.Tokens
 		maxLen = max(maxLen, d.info.MaxLength)
 	}
-	if m.offsets[len(m.offsets)-1] > math.MaxInt32 {
-		return nil, status.Errorf(codes.ResourceExhausted, "%s: mixture %q has %d rows, at most %d", field, name, m.offsets[len(m.offsets)-1], math.MaxInt32)
-	}
 	// What planning may hold and walk: --max-mixture-rows, or all the
 	// sources' rows when they are more (the default epoch always fits).
 	m.mc.MaxRows = max(s.cfg.MaxMixtureRows, int64(m.offsets[len(m.offsets)-1]))
-	fp, err := bucket.MixtureFingerprint(m.sources, m.mc)
+	fp, err := bucket.MixSourcesFingerprint(m.sources, m.mc)
 	if err != nil {
 		return nil, mixStatus(field, err, s.cfg.MaxMixtureRows)
 	}

@@ -65,6 +65,12 @@ type mixFixture struct {
 
 func newMixFixture(t *testing.T, shmDir string) *mixFixture {
 	t.Helper()
+	return newMixFixtureWith(t, shmDir, nil)
+}
+
+// newMixFixtureWith is newMixFixture with the server's config changed by edit (when not nil).
+func newMixFixtureWith(t *testing.T, shmDir string, edit func(*loader.Config)) *mixFixture {
+	t.Helper()
 	f := &mixFixture{
 		names:   []string{"web", "code", "math"},
 		lengths: [][]int{genLengths(4000, 1, 300, 21), genLengths(1200, 200, 900, 22), genLengths(40, 5, 30, 23)},
@@ -80,6 +86,9 @@ func newMixFixture(t *testing.T, shmDir string) *mixFixture {
 	cfg := loader.Config{Datasets: dirs, ShmDir: shmDir, Mixtures: map[string]loader.MixtureSpec{
 		"pretrain": {Sources: []loader.MixtureWeight{{Dataset: "web", Weight: 0.6}, {Dataset: "code", Weight: 0.3}, {Dataset: "math", Weight: 0.1}}},
 	}}
+	if edit != nil {
+		edit(&cfg)
+	}
 	f.ts = startServer(t, cfg, "unix")
 	return f
 }
@@ -441,5 +450,86 @@ func TestMixtureRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMixtureLazy serves a mixture epoch above bucket.LazyThreshold slots (a lazy mixture plan): the plan and its
+// hash come at once, batches carry the right tokens of the right sources, ranks split the epoch, and a resume on
+// another world size continues it.
+func TestMixtureLazy(t *testing.T) {
+	const slots = 1<<27 + 5000
+	f := newMixFixtureWith(t, t.TempDir(), func(c *loader.Config) {
+		c.MaxMixtureRows = 1 << 28
+		c.Mixtures["huge"] = loader.MixtureSpec{EpochSamples: slots,
+			Sources: []loader.MixtureWeight{{Dataset: "web", Weight: 0.6}, {Dataset: "code", Weight: 0.3}, {Dataset: "math", Weight: 0.1}}}
+	})
+	c := dial(t, f.ts.addr)
+	open := &gloadpb.Open{Dataset: "huge", Seed: 4, Epoch: 1, Policy: &gloadpb.BatchPolicy{BatchSize: 8}, WorldSize: 2}
+	plan, err := c.Plan(t.Context(), open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.GlobalBatches != (slots+7)/8 || plan.PlanHash == "" || len(plan.Shares) != 3 {
+		t.Fatalf("plan: %d global batches (want %d), hash %q, %d shares", plan.GlobalBatches, (slots+7)/8, plan.PlanHash, len(plan.Shares))
+	}
+	if len(plan.Shapes) == 0 {
+		t.Fatal("no shapes")
+	}
+	var rows uint64
+	for i, sh := range plan.Shares {
+		rows += sh.Rows
+		if sh.Start != sh.Rows {
+			t.Fatalf("share %d: starts at %d, epoch 1 of %d rows an epoch", i, sh.Start, sh.Rows)
+		}
+	}
+	if rows != slots {
+		t.Fatalf("shares sum to %d rows, want %d", rows, slots)
+	}
+	seen := map[uint64]int{}
+	for r := range 2 {
+		o := cloneOpen(open)
+		o.Rank = uint32(r)
+		bs, _, opened, err := pullAll(t.Context(), c, o, 40)
+		if err != nil || len(bs) != 40 {
+			t.Fatalf("rank %d: %d batches, %v", r, len(bs), err)
+		}
+		for _, g := range bs {
+			if g.global%2 != uint64(r) {
+				t.Fatalf("rank %d got global batch %d", r, g.global)
+			}
+			seen[g.global]++
+			if err := f.checkMixBatch(g, opened.SourceOffsets, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(seen) != 80 {
+		t.Fatalf("%d distinct batches of 80", len(seen))
+	}
+	// Resume after 10 global batches of one rank on 3 ranks: rank 1 starts at global batch 11.
+	state := runSegment(t, c, open, nil, 1, 1, 10, map[uint64]int{})
+	if state == nil || state.Consumed != 10 {
+		t.Fatalf("resume state after 10 batches: %+v", state)
+	}
+	o := cloneOpen(open)
+	o.WorldSize, o.Rank = 3, 1
+	o.Resume = state
+	bs, _, _, err := pullAll(t.Context(), c, o, 3)
+	if err != nil || len(bs) != 3 || bs[0].global != state.Consumed+1 {
+		t.Fatalf("resumed on 3 ranks: %d batches, first %v, consumed %d: %v", len(bs), bs, state.Consumed, err)
+	}
+	// A state saved when this epoch was planned exactly (its policy hash alone: what a small dataset's plan carries
+	// for the same policy) does not continue the lazy plan.
+	small, err := c.Plan(t.Context(), &gloadpb.Open{Dataset: "web", Seed: open.Seed, Policy: open.Policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.Start.PolicyHash == state.PolicyHash {
+		t.Fatal("the lazy plan's resume state carries the exact plans' policy hash")
+	}
+	old := cloneOpen(o)
+	old.Resume.PolicyHash = small.Start.PolicyHash
+	if _, err = c.Plan(t.Context(), old); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "exact plan") {
+		t.Fatalf("a resume state of the exact planner: %v; want FailedPrecondition naming the exact plan", err)
 	}
 }

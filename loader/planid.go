@@ -19,10 +19,24 @@ type PlanIdentity struct {
 // size of the job's first Open; a resume keeps it): the same fingerprint and
 // plan hash the Plan RPC reports. `gload inspect --plan` prints it.
 func EpochPlanIdentity(ds *dataset.Dataset, policy *gloadpb.BatchPolicy, seed uint64, epoch, planWorld int) (PlanIdentity, error) {
-	cfg := policyConfig(policy, max(planWorld, 1))
-	p, err := bucket.NewPlan(ds.Lengths(), ds.Fingerprint(), seed, epoch, cfg)
+	p, err := EpochPlan(ds, policy, seed, epoch, planWorld)
 	if err != nil {
-		return PlanIdentity{}, planStatus(err)
+		return PlanIdentity{}, err
 	}
 	return PlanIdentity{Fingerprint: ds.Fingerprint(), PlanHash: p.Hash(), Batches: p.Len()}, nil
+}
+
+// EpochPlan is the plan a server computes for ds under policy at (seed, epoch) for planWorld ranks, computed
+// here (exact or lazy, as the server chooses). Its errors are gRPC statuses, as the server's.
+func EpochPlan(ds *dataset.Dataset, policy *gloadpb.BatchPolicy, seed uint64, epoch, planWorld int) (bucket.EpochPlan, error) {
+	cfg := policyConfig(policy, max(planWorld, 1))
+	lengths := ds.LengthSource()
+	p, err := bucket.NewEpochPlan(lengths, ds.Fingerprint(), seed, epoch, cfg, bucket.Parallel)
+	if err == nil {
+		err = lengths.Err()
+	}
+	if err != nil {
+		return nil, planStatus(err)
+	}
+	return p, nil
 }

@@ -104,6 +104,19 @@ func policyHash(c bucket.Config) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
+// resumeHash is the policy hash a consumer's resume state carries: policyHash for exact plans (as before lazy
+// plans existed), and for a plan made by another algorithm (bucket's lazy planners, past 2^27 rows) the policy hash
+// with the algorithm's name folded in, so a state saved under one planner never continues another's plan.
+func resumeHash(c bucket.Config, p epochPlan) string {
+	a, ok := p.(interface{ Algorithm() string })
+	if !ok || a.Algorithm() == "" {
+		return policyHash(c)
+	}
+	h := sha256.New()
+	h.Write([]byte("gload/policy+algorithm/v1\x00" + policyHash(c) + "\x00" + a.Algorithm()))
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
 // planKey identifies a cached plan.
 type planKey struct {
 	fingerprint string

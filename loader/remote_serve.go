@@ -52,7 +52,10 @@ func (c RemoteConfig) cacheRoot() string {
 // dataset that has no gload.index once into the cache, and opens it with shards fetched on demand.
 func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
 	t0 := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// No fixed overall deadline (it was 10 minutes): gload.index grows with the rows (40 GB at 10^10), and every
+	// request and transfer is bounded by objstore itself (the idle timeout; a download of N bytes within
+	// IdleTimeout + N/MinRate), so a fixed one would only refuse large datasets on slower links.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	u, err := objstore.ParseURL(rawURL)
 	if err != nil {
@@ -90,6 +93,11 @@ func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
 		shards = append(shards, shardcache.Shard{Name: e.Name, Size: e.Size})
 		total += e.Size
 	}
+	// Only the shard entries were needed: the dataset maps the index again (dataset.Open) and checks its lengths
+	// per block as plans read them.
+	if err := meta.Close(); err != nil {
+		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
+	}
 	cache, err := shardcache.New(st, shards, shardcache.Options{
 		Dir: dir, Limit: s.cfg.Remote.CacheBytes, Ahead: s.cfg.Remote.Ahead, Fetch: s.cfg.Remote.Fetch,
 		Verify: func(name, path string) error { return remote.VerifyShard(path, entries[name]) },
@@ -104,12 +112,7 @@ func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
 	}
 	cache.OnEvict(ds.Evict)
 	d := &served{name: name, dir: rawURL, ds: ds, cache: cache}
-	var tokens int64
-	maxLen := uint32(0)
-	for _, l := range ds.Lengths() {
-		tokens += int64(l)
-		maxLen = max(maxLen, l)
-	}
+	tokens, maxLen := ds.TotalTokens(), ds.MaxLength() // from the index's block table: no length is read
 	d.info = &gloadpb.DatasetInfo{
 		Name: name, Rows: uint64(ds.Len()), Tokens: uint64(tokens), Fingerprint: ds.Fingerprint(),
 		TokenizerHash: ds.TokenizerHash(), Shards: uint32(len(shards)), MaxLength: maxLen,
@@ -126,7 +129,8 @@ func (s *Server) openRemoteDataset(name, rawURL string) (*served, error) {
 }
 
 // indexRemote downloads a dataset without gload.index (one Hugging Face wrote, say) into the cache whole, builds
-// its index there, and returns its metadata; afterwards the cache bound applies as for any other dataset.
+// its index there, and returns its metadata (the index mapped: the caller closes it); afterwards the cache bound
+// applies as for any other dataset.
 func (s *Server) indexRemote(ctx context.Context, st *objstore.Store, dir string) (*remote.Meta, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -165,11 +169,11 @@ func (s *Server) indexRemote(ctx context.Context, st *objstore.Store, dir string
 	if err := ds.Close(); err != nil {
 		return nil, err
 	}
-	ix, err := dataset.ReadIndex(dir)
+	ix, err := dataset.MapIndex(filepath.Join(dir, dataset.IndexFile))
 	if err != nil {
 		return nil, fmt.Errorf("index of %s not written into the cache: %w", st.URL(), err)
 	}
-	return &remote.Meta{URL: st.URL(), Dir: dir, Index: ix, Shards: ix.Shards}, nil
+	return &remote.Meta{URL: st.URL(), Dir: dir, Index: ix, Shards: ix.Shards}, nil // closed by the caller
 }
 
 // remoteFeed tells a dataset's cache which shards one stream will read, in order, and pins each batch's shards

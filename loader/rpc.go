@@ -160,10 +160,6 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 		if r.Epoch != open.Epoch {
 			return nil, status.Errorf(codes.FailedPrecondition, "resume.epoch: the state was saved in epoch %d, open asks for %d", r.Epoch, open.Epoch)
 		}
-		if r.PolicyHash != phash {
-			return nil, status.Errorf(codes.FailedPrecondition,
-				"resume.policy_hash: the batch policy differs from the one the state was saved with (state %q, policy %q)", r.PolicyHash, phash)
-		}
 		planWorld = int(max(r.PlanWorld, 1))
 		consumed = r.Consumed
 	}
@@ -176,11 +172,11 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 	if d.mix != nil {
 		m := d.mix
 		plan, err = s.plans.getWith(ctx, key, string(cfg.Policy), func(pctx context.Context) (epochPlan, error) {
-			mp, err := bucket.NewMixtureContext(pctx, m.sources, open.Seed, int(open.Epoch), cfg, m.mc)
+			mp, err := bucket.NewEpochMixture(pctx, m.sources, open.Seed, int(open.Epoch), cfg, m.mc, bucket.Parallel)
 			if err != nil {
 				return nil, err
 			}
-			return &mixPlan{Mixture: mp, offsets: m.offsets}, nil
+			return &mixPlan{MixturePlan: mp, offsets: m.offsets}, nil
 		})
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
@@ -192,13 +188,29 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 			return nil, mixStatus("open.mixture", err, s.cfg.MaxMixtureRows)
 		}
 	} else {
-		plan, err = s.plans.get(ctx, key, bucket.SliceLengths(d.ds.Lengths()), cfg)
+		plan, err = s.plans.get(ctx, key, d.ds.LengthSource(), cfg)
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 		if err != nil {
 			return nil, planStatus(err)
 		}
+	}
+	if err := d.lengthsErr(); err != nil {
+		s.log.Warn("dataset refused", "dataset", d.name, "err", err)
+		return nil, status.Errorf(codes.FailedPrecondition, "dataset %s: %v", d.name, err)
+	}
+	// The policy hash is checked once the plan is known: a lazy plan folds its algorithm into it (resumeHash).
+	rhash := resumeHash(probe, plan)
+	if r := open.Resume; r != nil && r.PolicyHash != rhash {
+		if r.PolicyHash == phash {
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"resume.policy_hash: the state was saved from an exact plan, and this server plans %s past %d rows with %s, "+
+					"a different plan: start the epoch without resume state, or resume it with the gload version that saved it",
+				d.name, bucket.LazyThreshold, plan.(interface{ Algorithm() string }).Algorithm())
+		}
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"resume.policy_hash: the batch policy differs from the one the state was saved with (state %q, policy %q)", r.PolicyHash, rhash)
 	}
 	assigned, err := bucket.Deal(plan.Len(), cfg.Remainder, int(consumed), int(open.Rank), world, int(open.Worker), workers)
 	if err != nil {
@@ -214,7 +226,7 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 		ds: d, open: open, cfg: cfg, plan: plan,
 		start: &gloadpb.ResumeState{
 			Fingerprint: d.info.Fingerprint, Seed: open.Seed, Epoch: open.Epoch,
-			PolicyHash: phash, Consumed: consumed, PlanWorld: uint32(planWorld),
+			PolicyHash: rhash, Consumed: consumed, PlanWorld: uint32(planWorld),
 		},
 		rank: int(open.Rank), world: world, worker: int(open.Worker), workers: workers,
 		assigned: assigned, padID: padID(open.Policy, d.info),

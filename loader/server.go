@@ -181,12 +181,7 @@ func (s *Server) openDataset(name, dir string) (*served, error) {
 		return nil, fmt.Errorf("%w: dataset %s: %w", ErrDataset, name, err)
 	}
 	d := &served{name: name, dir: dir, ds: ds}
-	var tokens int64
-	maxLen := uint32(0)
-	for _, l := range ds.Lengths() {
-		tokens += int64(l)
-		maxLen = max(maxLen, l)
-	}
+	tokens, maxLen := ds.TotalTokens(), ds.MaxLength() // from the index's block table: no length is read
 	shards := ds.Shards()
 	for _, sh := range shards {
 		path, err := safename.Join(dir, sh.Name)
@@ -219,11 +214,32 @@ func (s *Server) openDataset(name, dir string) (*served, error) {
 	return d, nil
 }
 
+// lengthsErr is the error of the first block of the index's lengths (of this dataset, or of any source of a
+// mixture) that failed its check when a plan or a batch read it: rows of such a block read as length 0, so nothing
+// planned or assembled after it may be served.
+func (d *served) lengthsErr() error {
+	if d.mix != nil {
+		for _, p := range d.mix.parts {
+			if err := p.lengthsErr(); err != nil {
+				return fmt.Errorf("source %s: %w", p.name, err)
+			}
+		}
+		return nil
+	}
+	if d.ds == nil {
+		return nil
+	}
+	return d.ds.LengthSource().Err()
+}
+
 // check refuses a dataset whose shard files changed on disk since it was
 // opened (size, mtime or the file itself replaced).
 func (d *served) check() error {
 	if r := d.broken.Load(); r != nil {
 		return fmt.Errorf("%w: %s", ErrDataset, *r)
+	}
+	if err := d.lengthsErr(); err != nil {
+		return fmt.Errorf("%w: %w", ErrDataset, err)
 	}
 	if d.mix != nil {
 		for _, p := range d.mix.parts {

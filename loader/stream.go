@@ -297,6 +297,10 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		if err != nil {
 			return err
 		}
+		if err := c.ds.lengthsErr(); err != nil { // the batch's rows were planned from a corrupt index block
+			wb.release()
+			return status.Errorf(codes.DataLoss, "dataset %s: batch %d: %v", c.ds.name, g, err)
+		}
 		n := wb.len() + wb.inSlot
 		cr.sent(h.seq, slot)
 		if bell != nil {

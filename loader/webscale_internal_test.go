@@ -49,6 +49,18 @@ func TestWebscalePlanBeyondInt32(t *testing.T) {
 	if planHash(p) == planHash(p3) {
 		t.Fatal("epochs 0 and 1 hash alike")
 	}
+	// Its resume states name the lazy planner; an exact plan's keep the policy hash alone (states saved before).
+	probe := policyConfig(&gloadpb.BatchPolicy{BatchSize: 16}, 1)
+	if resumeHash(probe, p) == policyHash(probe) {
+		t.Fatal("a lazy plan's resume hash equals the exact plans' policy hash")
+	}
+	small, err := bucket.NewPlan(make([]uint32, 100), "fp", 1, 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumeHash(probe, small) != policyHash(probe) {
+		t.Fatal("an exact plan's resume hash changed")
+	}
 	for _, g := range []int{0, p.Len() / 2, p.Len() - 1} {
 		a, b := p.Batch(g), p2.Batch(g)
 		if !slices.Equal(a.Pieces, b.Pieces) {

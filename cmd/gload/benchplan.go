@@ -15,7 +15,7 @@ func newBenchPlanCmd() *cobra.Command {
 	var c bench.PlanConfig
 	var policy string
 	cmd := &cobra.Command{
-		Use:   "plan --rows N [--policy bucketed|tokens|packed] [--batch-size B --token-budget T --seq-len S --seed K --epoch E --world W] [--planner auto|exact|lazy]",
+		Use:   "plan --rows N [--policy bucketed|tokens|packed] [--batch-size B --token-budget T --seq-len S --seed K --epoch E --world W] [--planner auto|exact|lazy] [--sources K]",
 		Short: "Time one epoch plan over N synthetic row lengths, without a dataset",
 		Long: `Plans one epoch over N synthetic, deterministic row lengths (log-normal, median 300, sigma 1.2, clipped to
 [1, 32768]; see bucket.Synthetic) exactly as the server plans a dataset of those lengths, and prints one JSON line:
@@ -28,7 +28,10 @@ reads lengths on demand: no lengths array is made, and each batch computes its m
 synthetic lengths (length_ns says what one costs; a memory-mapped index reads one in a few ns). Lazy plans warm up
 within their first window, which they build before the first batch. plan_s is the time to make the plan (for lazy
 tokens and packed plans, their counting pass over every row, on every core); packing_efficiency is the plan's real
-over padded tokens.`,
+over padded tokens.
+
+--sources K plans a mixture epoch of --rows slots instead: K synthetic sources of rows/K rows each, weights 1/(i+1),
+with bucket.NewEpochMixture (exact up to 2^27 slots, lazy above; --planner picks one).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.Policy = bucket.Policy(policy)
@@ -71,6 +74,7 @@ over padded tokens.`,
 	f.IntVar(&c.Samples, "samples", 1000, "batches timed after the first")
 	f.BoolVar(&c.Quality, "quality", false, "also walk the epoch and report the distances in the plan between rows adjacent in the dataset (4 bytes per row)")
 	f.StringVar(&c.Planner, "planner", "auto", "auto (exact up to 2^27 rows, lazy above), exact or lazy")
+	f.IntVar(&c.Sources, "sources", 0, "plan a mixture epoch of --rows slots over this many synthetic sources (Zipf weights; see bench.MixSources)")
 	_ = cmd.MarkFlagRequired("rows")
 	return cmd
 }

@@ -17,6 +17,8 @@ func TestBenchPlan(t *testing.T) {
 		{[]string{"--rows", "50000", "--policy", "packed", "--split-docs", "--samples", "50"}, "exact", -1},
 		{[]string{"--rows", "50000", "--policy", "tokens", "--planner", "lazy", "--samples", "50"}, "lazy", -1},
 		{[]string{"--rows", "50000", "--policy", "packed", "--split-docs", "--planner", "lazy", "--samples", "50"}, "lazy", -1},
+		{[]string{"--rows", "50000", "--sources", "3", "--samples", "50"}, "exact", 3125},
+		{[]string{"--rows", "3000000000", "--sources", "3", "--samples", "50"}, "lazy", 187_500_000},
 	} {
 		out, errs, code := gload(t, "", append([]string{"bench", "plan"}, tc.args...)...)
 		if code != 0 {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +16,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gload/gload/bench"
+	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/loader"
 	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/proto/gloadpb"
 )
 
 // newBenchWebscaleCmd is `gload bench webscale`: a dataset past 2^31 rows served by a real server (a subprocess)
@@ -24,6 +28,7 @@ func newBenchWebscaleCmd() *cobra.Command {
 	var dir string
 	var rows, shardRows int64
 	var writers int
+	var lastWindow bool
 	var o bench.ScaleReadOptions
 	cmd := &cobra.Command{
 		Use:   "webscale --dir DIR [--rows N] [--batches K --world W --workers P --resume-world W2]",
@@ -70,6 +75,15 @@ and its peak RSS (VmHWM of the subprocess).`,
 				time.Sleep(50 * time.Millisecond)
 			}
 			out["server_ready_s"] = time.Since(t0).Seconds()
+			if lastWindow {
+				// The plan computed here, as the server computes it: the slice starts at the window holding the
+				// dataset's last rows (past 2^31 in a dataset that large), and the two plan hashes must agree.
+				from, hash, err := lastWindowStart(dir, o)
+				if err != nil {
+					return err
+				}
+				o.From, out["local_plan_hash"] = from, hash
+			}
 			res, err := bench.ScaleRead(context.Background(), o)
 			if err != nil {
 				return err
@@ -95,8 +109,35 @@ and its peak RSS (VmHWM of the subprocess).`,
 	f.IntVar(&o.World, "world", 4, "ranks of the first phase")
 	f.IntVar(&o.Workers, "workers", 2, "workers per rank")
 	f.IntVar(&o.ResumeWorld, "resume-world", 3, "ranks of the resumed phase")
+	f.BoolVar(&lastWindow, "last-window", true, "start the slice at the window of the lazy plan that holds the dataset's last rows")
 	_ = cmd.MarkFlagRequired("dir")
 	return cmd
+}
+
+// lastWindowStart plans o's epoch over the dataset in dir as a server does and returns the first global batch of
+// the window holding the dataset's last row (0 for an exact plan) and the plan's hash.
+func lastWindowStart(dir string, o bench.ScaleReadOptions) (uint64, string, error) {
+	ds, err := dataset.Open(dir, dataset.OpenOptions{})
+	if err != nil {
+		return 0, "", err
+	}
+	defer ds.Close()
+	p, err := loader.EpochPlan(ds, &gloadpb.BatchPolicy{BatchSize: uint32(o.BatchSize)}, o.Seed, 0, o.World)
+	if err != nil {
+		return 0, "", err
+	}
+	lp, ok := p.(*bucket.LazyPlan)
+	if !ok {
+		return 0, p.Hash(), nil
+	}
+	last := (int64(ds.Len()) - 1) / bucket.LazyBlockRows
+	for w := range lp.Windows() {
+		if slices.Contains(lp.WindowBlocks(w), last) {
+			lo, _ := lp.WindowBatches(w)
+			return uint64(lo), p.Hash(), nil
+		}
+	}
+	return 0, "", fmt.Errorf("no window of the plan holds block %d", last)
 }
 
 // peakRSSMB is VmHWM of process pid in MiB (0 when unreadable).

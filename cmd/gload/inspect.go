@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,16 +88,15 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 		return err
 	}
 	defer ds.Close()
-	lengths := ds.Lengths()
-	var total int64
-	minL, maxL := uint32(0), uint32(0)
-	for i, l := range lengths {
-		total += int64(l)
-		if i == 0 || l < minL {
-			minL = l
-		}
-		if l > maxL {
-			maxL = l
+	// Rows, tokens and the longest row come from the index's block table; the exact percentiles and histogram
+	// read every length, so only for datasets of at most inspectExactRows rows.
+	ls := ds.LengthSource()
+	total, maxL := ds.TotalTokens(), ds.MaxLength()
+	var lengths []uint32
+	if ls.Len() <= inspectExactRows {
+		lengths = ds.Lengths()
+		if err := ls.Err(); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(w, "dataset     %s\n", dir)
@@ -105,9 +104,11 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 	fmt.Fprintf(w, "tokens      %d\n", total)
 	if len(lengths) > 0 {
 		sorted := append([]uint32(nil), lengths...)
-		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-		fmt.Fprintf(w, "length      min %d, median %d, mean %.1f, p99 %d, max %d\n", minL,
+		slices.Sort(sorted)
+		fmt.Fprintf(w, "length      min %d, median %d, mean %.1f, p99 %d, max %d\n", sorted[0],
 			sorted[len(sorted)/2], float64(total)/float64(len(lengths)), sorted[(len(sorted)*99)/100], maxL)
+	} else if ls.Len() > 0 {
+		fmt.Fprintf(w, "length      mean %.1f, max %d (from the index's block summaries)\n", float64(total)/float64(ls.Len()), maxL)
 	}
 	fmt.Fprintf(w, "fingerprint %s\n", ds.Fingerprint())
 	if o.plan {
@@ -137,6 +138,9 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 	if len(lengths) > 0 {
 		fmt.Fprintf(w, "length histogram (rows per power-of-two bucket)\n")
 		writeHistogram(w, lengths)
+	} else if ls.Len() > 0 {
+		fmt.Fprintf(w, "length histogram (rows per power-of-two bucket, from the index's block summaries)\n")
+		writeBlockHistogram(w, ls)
 	}
 	if len(o.decode) == 0 {
 		return nil
@@ -176,6 +180,10 @@ func (o *inspectOptions) run(w io.Writer, dir string) error {
 	return nil
 }
 
+// inspectExactRows: gload inspect reads every length (exact percentiles and histogram) of datasets of at most
+// this many rows, and uses the index's block summaries for larger ones.
+const inspectExactRows = 1 << 24
+
 func writeHistogram(w io.Writer, lengths []uint32) {
 	var counts [33]int
 	top := 0
@@ -184,6 +192,29 @@ func writeHistogram(w io.Writer, lengths []uint32) {
 		counts[b]++
 		top = max(top, b)
 	}
+	writeCounts(w, counts[:top+1], -1)
+}
+
+// writeBlockHistogram writes the sum of the index's block histograms (dataset.HistBucket's buckets; the last
+// holds every row of at least 2^14 tokens).
+func writeBlockHistogram(w io.Writer, ls *dataset.IndexLengths) {
+	var counts [dataset.HistBuckets]int
+	top := 0
+	for b := range ls.NumBlocks() {
+		for k, c := range ls.Block(b).Hist {
+			counts[k] += int(c)
+			if c > 0 {
+				top = max(top, k)
+			}
+		}
+	}
+	writeCounts(w, counts[:top+1], dataset.HistBuckets-1)
+}
+
+// writeCounts writes counts[b], the rows of bucket b (lengths 2^(b-1) to 2^b-1; 0 for b = 0), as bars; bucket
+// open, if not -1, has no upper bound.
+func writeCounts(w io.Writer, counts []int, open int) {
+	top := len(counts) - 1
 	peak := 0
 	for _, c := range counts {
 		peak = max(peak, c)
@@ -194,6 +225,10 @@ func writeHistogram(w io.Writer, lengths []uint32) {
 			lo, hi = 1<<(b-1), (1<<b)-1
 		}
 		bar := strings.Repeat("#", (counts[b]*50+peak-1)/max(peak, 1))
+		if b == open {
+			fmt.Fprintf(w, "  %7d+%-7s %9d %s\n", lo, "", counts[b], bar)
+			continue
+		}
 		fmt.Fprintf(w, "  %7d-%-7d %9d %s\n", lo, hi, counts[b], bar)
 	}
 }

@@ -209,6 +209,7 @@ func (o *syncOptions) run(cmd *cobra.Command, src, dst string) error {
 		if err != nil {
 			return err
 		}
+		defer meta.Close()
 		var bytes int64
 		for _, e := range meta.Shards {
 			bytes += e.Size

@@ -10,7 +10,8 @@
 //	state.json                  HF state (_data_files, _fingerprint, ...)
 //	gload.index                 gload's sidecar: per-row token lengths, record
 //	                            batch offsets, shard content hashes (SHA-256),
-//	                            tokenizer hash, content fingerprint
+//	                            tokenizer hash, content fingerprint, and a
+//	                            summary per block of 2^16 rows (index.go)
 //	gload.verified              freshness stamp (a cache): shard stat results
 //	                            when their content last matched the index
 //
@@ -47,7 +48,11 @@
 //
 // Reading: [Open] memory-maps every shard and serves rows without copying token
 // data. With a valid gload.index it touches no token data at all (lengths come
-// from the index, record batches are decoded lazily on first use). It also
+// from the index, record batches are decoded lazily on first use). The index
+// is memory-mapped too, and opening reads only its header and block table:
+// a block's lengths are read, and checked, when a row of it is first read
+// ([Dataset.LengthSource]), so opening costs O(shards + blocks) at any row
+// count. It also
 // opens datasets written by Hugging Face itself (input_ids as list, large_list
 // or fixed_size_list of any integer width, any batch size, extra columns of any
 // type). The Arrow IPC framing and flatbuffer metadata are parsed by this
@@ -60,11 +65,12 @@
 //
 // # Caveats
 //
-// Slices returned by [Dataset.Tokens] point into the memory map: they are
-// read-only and valid until [Dataset.Close]. Close must not run concurrently
+// Slices returned by [Dataset.Tokens] and [Dataset.Lengths], and
+// [Dataset.LengthSource], point into the memory maps: they are read-only and
+// valid until [Dataset.Close]. Close must not run concurrently
 // with other methods; every other method of [Dataset] is safe for concurrent
 // use. Shard files must not be truncated or rewritten while a Dataset has them
-// open (a shrinking mapped file faults on access); gload itself only ever
+// open, nor gload.index (a shrinking mapped file faults on access); gload itself only ever
 // replaces files by rename, which is safe.
 //
 // Identity is content (identity.go): a dataset's fingerprint is a pure

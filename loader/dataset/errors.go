@@ -12,7 +12,9 @@ var (
 	// ErrBadIndex means gload.index is malformed, truncated or fails its checksum.
 	ErrBadIndex = errors.New("dataset: bad index")
 	// ErrOldIndex means gload.index was written in an older format version
-	// (version 1 identified datasets by mtime); Open rebuilds it.
+	// (version 1 identified datasets by mtime, version 2 had no block table);
+	// `gload index DIR` rewrites it. Open reads a valid version 2 in full and
+	// rebuilds a version 1 from the shards.
 	ErrOldIndex = errors.New("dataset: index of an older format")
 	// ErrStaleIndex means gload.index does not describe the shards on disk.
 	ErrStaleIndex = errors.New("dataset: stale index")

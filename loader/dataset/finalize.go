@@ -264,16 +264,20 @@ func ScanShard(path string) (ShardInfo, error) {
 	}, nil
 }
 
-// writeFileAtomic writes dir/name through a temporary file, fsync and rename,
+// writeFileAtomic writes the parts, in order, as dir/name through a temporary file, fsync and rename,
 // then fsyncs the directory. The temporary file is removed on failure.
-func writeFileAtomic(dir, name string, b []byte) error {
+func writeFileAtomic(dir, name string, parts ...[]byte) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := safename.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
-	_, err = f.Write(b)
+	for _, b := range parts {
+		if err == nil {
+			_, err = f.Write(b)
+		}
+	}
 	if err == nil {
 		err = f.Sync()
 	}

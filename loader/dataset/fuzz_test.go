@@ -16,7 +16,22 @@ func FuzzUnmarshalIndex(f *testing.F) {
 	writeDataset(f, dir, genRows(20, 0, 5, 1), WriterOptions{RowsPerBatch: 3}, 8)
 	b, _ := os.ReadFile(filepath.Join(dir, IndexFile))
 	f.Add(b)
+	v2, _ := sampleIndex().MarshalBinary()
+	f.Add(marshalV2(sampleIndex()))
+	f.Add(v2[:len(v2)-5])
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The open path: the header alone, then every row through IndexLengths (blocks checked on first access).
+		if dix, err := decodeIndex(b); err == nil {
+			ls := newIndexLengths("fuzz", dix.Lengths, dix.table(), false)
+			for i := range ls.Len() {
+				if l := ls.Length(i); l != 0 && l != dix.Lengths[i] {
+					t.Fatalf("row %d: %d, the index holds %d", i, l, dix.Lengths[i])
+				}
+			}
+			if (ls.Err() == nil) != (dix.Verify() == nil) && ls.Err() != nil {
+				t.Fatalf("IndexLengths found %v, Verify nothing", ls.Err())
+			}
+		}
 		ix, err := UnmarshalIndex(b)
 		if err != nil {
 			return

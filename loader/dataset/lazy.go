@@ -43,14 +43,21 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix, err := ReadIndex(dir)
+	path := filepath.Join(dir, IndexFile)
+	ix, m, err := mapIndex(path)
 	if err != nil {
 		return nil, fmt.Errorf("open dataset %s: a dataset whose shards are fetched on demand needs a valid gload.index: %w", dir, err)
 	}
+	d := &Dataset{dir: dir, src: opts.Shards, tokHash: ix.TokenizerHash, lengths: ix.Lengths, fromIndex: true, ixMap: m, ixPath: path}
+	ok := false
+	defer func() {
+		if !ok {
+			unmapFile(m)
+		}
+	}()
 	if len(ix.Shards) != len(files) {
 		return nil, fmt.Errorf("open dataset %s: %w: state.json lists %d shards, gload.index %d", dir, ErrStaleIndex, len(files), len(ix.Shards))
 	}
-	d := &Dataset{dir: dir, src: opts.Shards, tokHash: ix.TokenizerHash, lengths: ix.Lengths, fromIndex: true}
 	d.starts = make([]int64, len(files)+1)
 	for k, name := range files {
 		e := ix.Shards[k]
@@ -68,6 +75,10 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 		return nil, fmt.Errorf("open dataset %s: %w: %d lengths for %d rows", dir, ErrBadIndex, len(ix.Lengths), d.starts[len(files)])
 	}
 	d.fp, d.index = ix.readFP, ix
+	d.lens = newIndexLengths(path, d.lengths, ix.table(), false)
+	// The shards are not here to rebuild it from: the index came with them (object storage).
+	d.lens.fix = "it came from the object store: rebuild it where the dataset was written (`gload index --rebuild DIR`) " +
+		"and upload it again (`gload sync DIR s3://…`)"
 	cols, idsType, labelsType, err := readFeatures(dir)
 	if err != nil {
 		return nil, err
@@ -80,6 +91,7 @@ func openLazy(dir string, opts OpenOptions) (*Dataset, error) {
 	}
 	d.zeroCopy = hostLittleEndian && idsType == "int32"
 	d.idsType = idsType
+	ok = true
 	return d, nil
 }
 

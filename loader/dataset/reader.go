@@ -64,8 +64,13 @@ type Dataset struct {
 	tokHash      string
 	fp           Digest
 	index        *Index // the index in use (read, or rebuilt)
-	verified     int    // shards hashed at open
-	scanned      int    // shards scanned at open
+	ixMap        []byte // the mapping of gload.index whose lengths d.lengths views, unmapped by Close
+	ixPath       string // the index file read (for errors)
+	ixChecked    bool   // every length of the index in use was checked at open
+	lens         *IndexLengths
+	upgraded     bool // the index in use was read from an older format version (rewritten with WriteIndex)
+	verified     int  // shards hashed at open
+	scanned      int  // shards scanned at open
 	scannedNames []string
 	columns      []string
 	closed       atomic.Bool
@@ -129,13 +134,27 @@ func Open(dir string, opts OpenOptions) (*Dataset, error) {
 	var ix *Index
 	reason := "rebuild requested"
 	if !opts.RebuildIndex {
-		ix, reason = loc.read()
+		r := loc.read()
+		ix, reason, d.ixMap, d.ixPath, d.upgraded = r.ix, r.reason, r.mapping, r.path, r.upgraded
+		d.ixChecked = ix != nil && d.ixMap == nil // read in full (an older version), or nothing to check
+		if d.upgraded {
+			log.Info("gload index of an older format version read in full", "dir", dir, "reason", reason,
+				"upgrade", "gload index "+dir)
+		}
+		if ix != nil && d.ixMap != nil && (opts.Verify || ix.Rows() <= eagerCheckRows) {
+			if err := ix.Verify(); err != nil {
+				log.Warn("gload index is corrupt", "index", d.ixPath, "err", err)
+				ix, reason = nil, fmt.Sprintf("index %s: %v", d.ixPath, err)
+			} else {
+				d.ixChecked = true
+			}
+		}
 	}
 	if err := d.init(ix, loc.stamp(), reason, opts, log); err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
-	if opts.WriteIndex && (d.scanned > 0 || d.verified > 0) {
-		loc.save(d, d.scanned > 0, log)
+	if opts.WriteIndex && (d.scanned > 0 || d.verified > 0 || d.upgraded) {
+		loc.save(d, d.scanned > 0 || d.upgraded, log)
 	}
 	return d, nil
 }
@@ -160,25 +179,44 @@ func locateIndex(dir string, opts OpenOptions) indexLocation {
 	return loc
 }
 
-// read loads the index: the dataset's own, else the cached one. The string
-// says why there is none.
-func (l indexLocation) read() (*Index, string) {
-	if l.own || l.cache == "" {
-		ix, err := ReadIndex(l.dir)
-		if errors.Is(err, ErrOldIndex) {
-			// Rebuilt from the shards, keeping what only the old index knew.
-			return &Index{TokenizerHash: v1TokenizerHash(l.dir)}, err.Error()
-		}
-		if err != nil {
-			return nil, err.Error()
-		}
-		return ix, ""
+// eagerCheckRows: Open checks every length of an index of at most this many rows (4 MiB of lengths) at open, so
+// that a corrupt small index is rebuilt from the shards as before; a larger one is checked per block on first
+// access (IndexLengths). A variable for tests.
+var eagerCheckRows int64 = 1 << 20
+
+// indexRead is what indexLocation.read found.
+type indexRead struct {
+	ix       *Index
+	mapping  []byte // the index file's mapping that ix's lengths view; nil for an index read into memory
+	path     string // the index file
+	upgraded bool   // ix was read in full from an older format version
+	reason   string // why there is no index (or why it was upgraded)
+}
+
+// read loads the index: the dataset's own, else the cached one, memory-mapped and checked in O(shards +
+// blocks). A valid version-2 index is read in full instead; for a version-1 index (or a version 2 that does not
+// decode) only the tokenizer hash is kept, and the shards are scanned.
+func (l indexLocation) read() indexRead {
+	dir := l.dir
+	if !l.own && l.cache != "" {
+		dir = l.cache
 	}
-	ix, err := ReadIndex(l.cache)
-	if err != nil {
-		return nil, err.Error()
+	r := indexRead{path: filepath.Join(dir, IndexFile)}
+	ix, m, err := mapIndex(r.path)
+	if err == nil {
+		r.ix, r.mapping = ix, m
+		return r
 	}
-	return ix, ""
+	r.reason = err.Error()
+	if errors.Is(err, ErrOldIndex) {
+		if ix, v2err := readIndexV2(r.path); v2err == nil {
+			r.ix, r.upgraded = ix, true
+			return r
+		}
+		// Rebuilt from the shards, keeping what only the old index knew.
+		r.ix = &Index{TokenizerHash: oldTokenizerHash(dir)}
+	}
+	return r
 }
 
 // stamp loads the freshness stamp beside the index, or from the cache entry.
@@ -464,6 +502,23 @@ func (d *Dataset) init(ix *Index, st *stamp, reason string, opts OpenOptions, lo
 		slices.Sort(stale)
 		d.verified = len(check)
 	}
+	// Use the index's length array in place when it covers exactly these shards in order.
+	inPlace := ix != nil && len(stale) == 0 && len(ix.Shards) == len(d.shards)
+	for k, sh := range d.shards {
+		inPlace = inPlace && ix.Shards[k].Name == sh.name
+	}
+	if !inPlace && ix != nil && d.ixMap != nil && !d.ixChecked {
+		// Lengths copied out of a mapped index go into a new index with new block checksums: check them first.
+		if err := ix.Verify(); err != nil {
+			reason = fmt.Sprintf("index %s: %v", d.ixPath, err)
+			log.Warn("gload index is corrupt", "index", d.ixPath, "err", err)
+			stale = stale[:0]
+			for k := range d.shards {
+				stale = append(stale, k)
+			}
+		}
+		d.ixChecked = true
+	}
 	if len(stale) > 0 {
 		g := errgroup.Group{}
 		g.SetLimit(runtime.GOMAXPROCS(0))
@@ -484,11 +539,6 @@ func (d *Dataset) init(ix *Index, st *stamp, reason string, opts OpenOptions, lo
 		d.scannedNames = append(d.scannedNames, d.shards[k].name)
 	}
 	d.fromIndex = len(stale) == 0
-	// Use the index's length array in place when it covers exactly these shards in order.
-	inPlace := ix != nil && len(stale) == 0 && len(ix.Shards) == len(d.shards)
-	for k, sh := range d.shards {
-		inPlace = inPlace && ix.Shards[k].Name == sh.name
-	}
 	d.starts = make([]int64, len(d.shards)+1)
 	for k, sh := range d.shards {
 		d.starts[k+1] = d.starts[k] + sh.entry.Rows
@@ -507,15 +557,15 @@ func (d *Dataset) init(ix *Index, st *stamp, reason string, opts OpenOptions, lo
 		for _, sh := range d.shards {
 			d.index.Shards = append(d.index.Shards, sh.entry)
 		}
-		if _, err := d.index.marshalUnchecked(); err != nil { // sets the checksum the stamp refers to
-			return fmt.Errorf("open dataset %s: %w", d.dir, err)
-		}
+		d.index.encodeHeader() // sets the checksum the stamp refers to, the block table and the fingerprint
+		d.ixChecked = true     // built from the shards
 	}
-	if inPlace && !ix.readFP.IsZero() {
-		d.fp = ix.readFP // checked by UnmarshalIndex
+	if !d.index.readFP.IsZero() {
+		d.fp = d.index.readFP // recorded in the header (covered by its checksum), or computed by encodeHeader
 	} else {
 		d.fp = d.index.ComputeFingerprint()
 	}
+	d.lens = newIndexLengths(d.ixPath, d.lengths, d.index.table(), d.ixChecked)
 	d.zeroCopy = hostLittleEndian
 	d.hasLabels = len(d.shards) > 0
 	for _, sh := range d.shards {
@@ -702,13 +752,34 @@ func (d *Dataset) AppendLabels(dst []int32, i int) ([]int32, error) {
 // Len returns the number of rows.
 func (d *Dataset) Len() int { return len(d.lengths) }
 
-// Length returns the number of tokens in row i, from the index. It panics if
-// i is out of range, like a slice index.
-func (d *Dataset) Length(i int) int { return int(d.lengths[i]) }
+// Length returns the number of tokens in row i, from the index (LengthSource: 0
+// for a row of a corrupt block). It panics if i is out of range, like a slice
+// index.
+func (d *Dataset) Length(i int) int { return int(d.lens.Length(int64(i))) }
 
-// Lengths returns the token count of every row, from the index. The slice is
-// shared: callers must not modify it.
-func (d *Dataset) Lengths() []uint32 { return d.lengths }
+// Lengths returns the token count of every row, from the index: a view of the
+// memory-mapped gload.index (valid until Close, like Tokens), shared: callers
+// must not modify it. Its first call checks every block of the index not
+// checked yet (it reads all the lengths: O(rows)); when one is corrupt the
+// slice is still returned and LengthSource().Err() reports the block — callers
+// must check it. Planners of large datasets use LengthSource, which reads only
+// the blocks they read.
+func (d *Dataset) Lengths() []uint32 {
+	d.lens.CheckAll()
+	return d.lengths
+}
+
+// LengthSource returns the rows' lengths read per block from the index
+// (bucket.Lengths), with the per-block summaries; see IndexLengths. Valid
+// until Close.
+func (d *Dataset) LengthSource() *IndexLengths { return d.lens }
+
+// TotalTokens is the sum of every row's length, from the index's block table
+// (no length is read).
+func (d *Dataset) TotalTokens() int64 { return d.lens.Tokens() }
+
+// MaxLength is the longest row's length, from the index's block table.
+func (d *Dataset) MaxLength() uint32 { return d.lens.MaxLength() }
 
 // ZeroCopy reports whether Tokens can return views for every row: all shards
 // store input_ids as int32 and the host is little-endian. (A values buffer
@@ -800,6 +871,11 @@ func (d *Dataset) TokenizerHash() string { return d.tokHash }
 // (false when it had to scan one or more shards).
 func (d *Dataset) IndexUsed() bool { return d.fromIndex }
 
+// IndexUpgraded reports whether Open read the index from an older format
+// version (in full; it rewrote it as the current version when WriteIndex was
+// set and the write succeeded).
+func (d *Dataset) IndexUpgraded() bool { return d.upgraded }
+
 // Shards describes the shards in order.
 func (d *Dataset) Shards() []ShardStat {
 	out := make([]ShardStat, len(d.shards))
@@ -823,6 +899,9 @@ func (d *Dataset) Close() error {
 	var errs []error
 	for _, sh := range d.shards {
 		errs = append(errs, sh.close())
+	}
+	if d.ixMap != nil {
+		errs = append(errs, unmapFile(d.ixMap))
 	}
 	return errors.Join(errs...)
 }

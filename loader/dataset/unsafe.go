@@ -73,3 +73,11 @@ func appendUint32s(dst []byte, v []uint32) []byte {
 	}
 	return dst
 }
+
+// uint32Bytes returns the bytes of v in memory order without copying (little-endian only on a little-endian host).
+func uint32Bytes(v []uint32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}

@@ -109,6 +109,73 @@ func TestDownloadStatedSizeMismatch(t *testing.T) {
 	}
 }
 
+// An object of unknown size read with a bound (MaxSize, as gload.index is): one the store states larger fails
+// before any byte is fetched or written; one stated within the bound but sent larger is cut off after its stated
+// size + 1 bytes; both with ErrTooLarge naming the object.
+func TestDownloadMaxSize(t *testing.T) {
+	t.Run("stated larger", func(t *testing.T) {
+		srv, gets := hostileS3(t, 1<<40, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+		st := openHostile(t, srv.URL, objstore.Config{})
+		dir := t.TempDir()
+		_, err := st.Download(context.Background(), "gload.index", filepath.Join(dir, "gload.index"),
+			objstore.DownloadOptions{MaxSize: 1 << 20})
+		if !errors.Is(err, objstore.ErrTooLarge) || !strings.Contains(err.Error(), "s3://hostile/ds/gload.index") ||
+			!strings.Contains(err.Error(), "1099511627776") || !strings.Contains(err.Error(), "1048576") {
+			t.Fatalf("Download: %v; want ErrTooLarge naming the object, its size and the bound", err)
+		}
+		if gets.Load() != 0 {
+			t.Errorf("%d GETs for an object over the bound", gets.Load())
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("left behind: %s", ents[0].Name())
+		}
+	})
+	t.Run("sent larger", func(t *testing.T) {
+		srv, _ := hostileS3(t, 5000, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			buf := make([]byte, 64<<10)
+			for range 64 { // 4 MiB, far more than stated
+				if _, err := w.Write(buf); err != nil {
+					return
+				}
+			}
+		})
+		st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: time.Minute})
+		dir := t.TempDir()
+		_, err := st.Download(context.Background(), "gload.index", filepath.Join(dir, "gload.index"),
+			objstore.DownloadOptions{MaxSize: 1 << 20})
+		if !errors.Is(err, objstore.ErrTooLarge) || !strings.Contains(err.Error(), "s3://hostile/ds/gload.index") {
+			t.Fatalf("Download: %v; want ErrTooLarge naming the object", err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("left behind: %s", ents[0].Name())
+		}
+	})
+	t.Run("within", func(t *testing.T) {
+		s3test.Start(t, "gload-test")
+		u, _ := objstore.ParseURL("s3://gload-test/ds")
+		st, err := objstore.Open(context.Background(), u, objstore.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := []byte(strings.Repeat("x", 5000))
+		if err := st.Put(context.Background(), "gload.index", payload); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		for _, bound := range []int64{5000, 4999} {
+			n, err := st.Download(context.Background(), "gload.index", filepath.Join(dir, "gload.index"),
+				objstore.DownloadOptions{MaxSize: bound})
+			switch {
+			case bound >= 5000 && (err != nil || n != 5000):
+				t.Errorf("bound %d: Download = %d, %v", bound, n, err)
+			case bound < 5000 && !errors.Is(err, objstore.ErrTooLarge):
+				t.Errorf("bound %d: Download = %d, %v; want ErrTooLarge", bound, n, err)
+			}
+		}
+	})
+}
+
 // A server that sends some bytes and then stalls fails the attempt after the idle timeout (and each retry
 // likewise), instead of hanging; so does one that stalls before its response headers.
 func TestDownloadStallTimesOut(t *testing.T) {

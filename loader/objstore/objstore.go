@@ -344,9 +344,10 @@ func redact(msg string) string {
 
 // Object describes one stored object.
 type Object struct {
-	Name string // relative to the prefix
-	Size int64
-	ETag string
+	Name     string // relative to the prefix
+	Size     int64
+	ETag     string
+	Modified time.Time // the store's last-modified time (whole seconds through HEAD)
 }
 
 // Stat describes object name, or returns an error wrapping ErrNotFound.
@@ -360,7 +361,7 @@ func (s *Store) Stat(ctx context.Context, name string) (Object, error) {
 		}
 		return Object{}, s.wrap("stat", name, err)
 	}
-	return Object{Name: name, Size: info.Size, ETag: info.ETag}, nil
+	return Object{Name: name, Size: info.Size, ETag: info.ETag, Modified: info.LastModified}, nil
 }
 
 // List returns every object under the prefix (names relative to it), sorted by name.
@@ -378,7 +379,7 @@ func (s *Store) List(ctx context.Context) ([]Object, error) {
 		if name == "" || strings.HasSuffix(name, "/") {
 			continue
 		}
-		out = append(out, Object{Name: name, Size: info.Size, ETag: info.ETag})
+		out = append(out, Object{Name: name, Size: info.Size, ETag: info.ETag, Modified: info.LastModified})
 	}
 	return out, nil
 }
@@ -417,6 +418,10 @@ type DownloadOptions struct {
 	// Size is the object's expected size (from gload.index or a journal); 0: unknown, the size the store
 	// states is expected. An object stated or sent larger fails with ErrTooLarge after at most Size+1 bytes.
 	Size int64
+	// MaxSize, when Size is 0, bounds the size of an object whose size is not known in advance (gload.index):
+	// an object the store states larger fails with ErrTooLarge before anything is written, one sent larger than
+	// it is stated after at most its stated size + 1 bytes. 0: no bound.
+	MaxSize int64
 	// Perm is the mode of the downloaded file; 0: 0644. Caches and stages use 0600.
 	Perm os.FileMode
 }
@@ -463,6 +468,8 @@ func (s *Store) downloadOnce(ctx context.Context, name, dst string, opts Downloa
 			return 0, fmt.Errorf("get %s: %w: the store says %d bytes, %d expected", where, ErrTooLarge, info.Size, opts.Size)
 		}
 		want = opts.Size
+	} else if opts.MaxSize > 0 && info.Size > opts.MaxSize {
+		return 0, fmt.Errorf("get %s: %w: the store says %d bytes, at most %d accepted", where, ErrTooLarge, info.Size, opts.MaxSize)
 	}
 	if want < 0 {
 		return 0, fmt.Errorf("get %s: %w: the store says %d bytes", where, ErrVerify, want)

@@ -54,7 +54,7 @@ func NewStagedUpload(ctx context.Context, st *objstore.Store, stage string, opts
 	if _, err := os.Stat(filepath.Join(stage, journalFile)); err == nil {
 		return u, nil // the stage has the journal: the run resumes from it, the uploads already made are reused
 	}
-	jb, err := st.ReadSmall(ctx, journalFile, maxMetaBytes)
+	jb, err := st.ReadSmall(ctx, journalFile, maxJournalBytes)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return u, nil // nothing to resume from: the run starts afresh
 	}
@@ -126,7 +126,7 @@ func (u *StagedUpload) ShardDone(ctx context.Context, s dataset.ShardInfo) error
 // from its staged upload, uploaded when that is missing), the Hugging Face metadata, gload.index last; then it
 // removes the staged uploads, the journal and final-named shards of an older dataset the new one does not list.
 func (u *StagedUpload) Finish(ctx context.Context) error {
-	ix, err := dataset.ReadIndex(u.stage)
+	shards, err := indexShards(u.stage, false) // written by this run's Finalize: header and block table checked
 	if err != nil {
 		return fmt.Errorf("tokenize: upload: %w", err)
 	}
@@ -144,7 +144,7 @@ func (u *StagedUpload) Finish(ctx context.Context) error {
 		}
 	}
 	keep := map[string]bool{}
-	for _, e := range ix.Shards {
+	for _, e := range shards {
 		keep[e.Name] = true
 		staged := stagedName(dataset.ShardInfo{Hash: e.ContentHash, Bytes: e.Size})
 		if size, ok := have[staged]; ok && size == e.Size {
