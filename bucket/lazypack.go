@@ -314,7 +314,6 @@ func (p *LazyPacked) countWindow(w int64) (winCount, error) {
 	}
 	pk := packer{tree: newBinTree(), s: s, split: split, maxRows: math.MaxInt32 - 1}
 	var rowPieces []int32
-	var parts []part
 	put := func(r int, k, x int64) {
 		for len(rowPieces) <= r {
 			rowPieces = append(rowPieces, 0)
@@ -323,37 +322,12 @@ func (p *LazyPacked) countWindow(w int64) (winCount, error) {
 		wc.real += k * x
 		wc.pieces += k
 	}
-	// run places c items of x tokens, as c calls of pk.place would, but k at a time where k equal items go to
-	// one row in a row: the leftmost row with room ≥ x takes the next item as long as its room stays ≥ x (rows
-	// left of it have less room, and rooms only shrink), and so does a row just opened.
-	run := func(x, c int64) {
-		for c > 0 {
-			r := pk.tree.first(x)
-			if r < 0 && split && x > 0 && pk.tree.maxRoom() > 0 {
-				parts, _ = pk.place(x, parts[:0]) // at most 2·MaxWindowPieces rows: never fails
-				for _, pt := range parts {
-					put(int(pt.row), 1, int64(pt.n))
-				}
-				c--
-				continue
-			}
-			room := s
-			if r >= 0 {
-				room = pk.tree.room(r)
-			}
-			k := c
-			if x > 0 {
-				k = min(c, room/x)
-			}
-			if r < 0 {
-				r = pk.tree.add(room - k*x)
-			} else {
-				pk.tree.set(r, room-k*x)
-			}
-			put(r, k, x)
-			c -= k
+	one := func(parts []part) {
+		for _, pt := range parts {
+			put(int(pt.row), 1, int64(pt.n))
 		}
 	}
+	run := func(x, c int64) { pk.placeRun(x, c, put, one) }
 	if hist != nil {
 		for x := s; x >= 0; x-- {
 			if hist[x] > 0 {
@@ -469,13 +443,29 @@ func (p *LazyPacked) buildWindow(w int64) *packTable {
 	pk := packer{tree: newBinTree(), s: s, split: p.cfg.SplitDocs, maxRows: math.MaxInt32 - 1}
 	plBin := make([]int32, 0, len(items))
 	plItem := make([]item, 0, len(items))
-	var parts []part
-	for _, it := range items {
-		parts, _ = pk.place(int64(it.len), parts[:0])
+	next := 0 // the next item to place
+	whole := func(r int, k, x int64) {
+		for _, it := range items[next : next+int(k)] {
+			plBin = append(plBin, int32(r))
+			plItem = append(plItem, item{row: it.row, start: it.start, len: uint32(x)})
+		}
+		next += int(k)
+	}
+	one := func(parts []part) {
+		it := items[next]
 		for _, pt := range parts {
 			plBin = append(plBin, pt.row)
 			plItem = append(plItem, item{row: it.row, start: it.start + pt.off, len: pt.n})
 		}
+		next++
+	}
+	for lo := 0; lo < len(items); {
+		hi := lo + 1
+		for hi < len(items) && items[hi].len == items[lo].len {
+			hi++
+		}
+		pk.placeRun(int64(items[lo].len), int64(hi-lo), whole, one)
+		lo = hi
 	}
 	items = nil
 	nr := pk.tree.open
@@ -590,4 +580,36 @@ func (c *PackedCounts) UnmarshalBinary(data []byte) error {
 	}
 	*c = out
 	return nil
+}
+
+// placeRun places c items of x tokens (the items of one length, in order) exactly as c calls of place would, but k
+// at a time where they go to one row in a row: the leftmost row with room ≥ x takes the next item as long as its
+// room stays ≥ x (rows left of it have less room, and rooms only shrink), and so does a row just opened. It calls
+// whole(r, k, x) for k whole items placed in row r, and one(parts) for an item split across rows (SplitDocs), in
+// placement order.
+func (k *packer) placeRun(x, c int64, whole func(r int, k, x int64), one func(parts []part)) {
+	for c > 0 {
+		r := k.tree.first(x)
+		if r < 0 && k.split && x > 0 && k.tree.maxRoom() > 0 {
+			k.parts, _ = k.place(x, k.parts[:0]) // lazy packed windows open at most 2·MaxWindowPieces rows
+			one(k.parts)
+			c--
+			continue
+		}
+		room := k.s
+		if r >= 0 {
+			room = k.tree.room(r)
+		}
+		n := c
+		if x > 0 {
+			n = min(c, room/x)
+		}
+		if r < 0 {
+			r = k.tree.add(room - n*x)
+		} else {
+			k.tree.set(r, room-n*x)
+		}
+		whole(r, n, x)
+		c -= n
+	}
 }

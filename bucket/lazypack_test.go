@@ -621,3 +621,55 @@ func TestLazyPackedWrongCounts(t *testing.T) {
 		}()
 	}
 }
+
+// TestPlaceRunMatchesPlace: placing runs of equal items k at a time (placeRun, used by the counting pass and window
+// packing) gives every item the rows and parts that placing them one at a time (place, the exact packer's) gives.
+func TestPlaceRunMatchesPlace(t *testing.T) {
+	for _, s := range []int64{1, 7, 64, 4096} {
+		for _, split := range []bool{false, true} {
+			for seed := range uint64(20) {
+				n := 1 + int(mix64(seed)%3000)
+				lens := make([]int64, n)
+				for i := range lens {
+					v := mix64(seed<<32 | uint64(i))
+					switch {
+					case v%11 == 0:
+						lens[i] = 0
+					case v%5 == 0:
+						lens[i] = s
+					default:
+						lens[i] = int64(v>>8) % (s + 1)
+					}
+				}
+				slices.SortFunc(lens, func(a, b int64) int { return int(b - a) })
+				var want, got [][]part
+				one := packer{tree: newBinTree(), s: s, split: split, maxRows: math.MaxInt32}
+				for _, x := range lens {
+					ps, err := one.place(x, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, ps)
+				}
+				run := packer{tree: newBinTree(), s: s, split: split, maxRows: math.MaxInt32}
+				whole := func(r int, k, x int64) {
+					for range k {
+						got = append(got, []part{{row: int32(r), n: uint32(x)}})
+					}
+				}
+				parts := func(ps []part) { got = append(got, slices.Clone(ps)) }
+				for lo := 0; lo < n; {
+					hi := lo + 1
+					for hi < n && lens[hi] == lens[lo] {
+						hi++
+					}
+					run.placeRun(lens[lo], int64(hi-lo), whole, parts)
+					lo = hi
+				}
+				if run.tree.open != one.tree.open || !slices.EqualFunc(got, want, slices.Equal[[]part]) {
+					t.Fatalf("s=%d split=%v seed %d: %d rows vs %d; items placed differently", s, split, seed, run.tree.open, one.tree.open)
+				}
+			}
+		}
+	}
+}

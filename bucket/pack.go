@@ -248,7 +248,8 @@ type packer struct {
 	tree    *binTree
 	s       int64
 	split   bool
-	maxRows int // rows it may open
+	maxRows int    // rows it may open
+	parts   []part // placeRun's scratch
 }
 
 // errPackRows: placing an item needs more than maxRows rows.
