@@ -137,3 +137,70 @@ func BenchmarkLazyBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLazyPackedWindow: one window (2^20 rows of Synthetic lengths, S = 4096) counted (the counting pass's
+// work per window) and packed (what the first Batch of a window costs).
+func BenchmarkLazyPackedWindow(b *testing.B) {
+	for _, split := range []bool{false, true} {
+		cfg := Config{Policy: Packed, BatchSize: 16, SeqLen: 4096, SplitDocs: split}
+		p, err := NewLazyPacked(Synthetic{Rows: 4 << 20}, "bench", 1, 0, cfg, Parallel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("count/split=%v", split), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, err := p.countWindow(int64(i % 4)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("pack/split=%v", split), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				p.buildWindow(int64(i % 4))
+			}
+		})
+	}
+}
+
+// BenchmarkLazyPackedFromCounts plans a 10^9-row packed epoch from kept counts (decode, check three windows, the
+// prefix table) and builds its first batch: what a restarted server pays instead of the counting pass.
+func BenchmarkLazyPackedFromCounts(b *testing.B) {
+	l := Synthetic{Rows: 1_000_000_000}
+	cfg := Config{Policy: Packed, BatchSize: 16, SeqLen: 4096, SplitDocs: true}
+	p, err := newLazyPacked(l.Rows, l, "bench", 1, 0, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Counts of window 0 for every window: only the windows NewLazyPackedFrom checks and window 0 need to be right.
+	wc, err := p.countWindow(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := PackedCounts{Key: p.key(), Rows: make([]int32, p.windows()), MaxBatchPieces: wc.batchPieces}
+	for w := range c.Rows {
+		c.Rows[w] = wc.rows
+	}
+	for _, w := range verifyWindows(p) {
+		v, err := p.countWindow(int64(w))
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Rows[w], c.MaxBatchPieces = v.rows, max(c.MaxBatchPieces, v.batchPieces)
+	}
+	enc, err := c.MarshalBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		var d PackedCounts
+		if err := d.UnmarshalBinary(enc); err != nil {
+			b.Fatal(err)
+		}
+		q, err := NewLazyPackedFrom(l, "bench", 1, 0, cfg, d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = q.Batch(0)
+	}
+}

@@ -25,7 +25,7 @@ const (
 
 	// MaxWindowPieces is the most pieces (SeqLen runs of a split document, tails, whole documents) one window of a
 	// lazy packed plan may hold: 32 per row of a full window on average, documents of 128 Ki tokens at SeqLen
-	// 4096. It bounds a window's memory (about 40 bytes per piece while it is packed); a plan that would pass it
+	// 4096. It bounds a window's memory (about 90 bytes per piece while it is packed); a plan that would pass it
 	// is refused with [ErrTooLarge] (raise SeqLen or set MaxLength).
 	MaxWindowPieces = 1 << 25
 
