@@ -66,6 +66,7 @@ var (
 	_ epochPlan = (*bucket.Plan)(nil)
 	_ epochPlan = (*bucket.LazyPlan)(nil)
 	_ epochPlan = (*bucket.SeqPlan)(nil)
+	_ epochPlan = (*bucket.LazyPacked)(nil)
 	_ epochPlan = (*mixPlan)(nil)
 )
 

@@ -193,7 +193,7 @@ type remoteFeed struct {
 }
 
 // remoteHorizon is how many of a stream's batches its registered shard list covers.
-var remoteHorizon = 4096
+var remoteHorizon = 1024
 
 func newRemoteFeed(c *consumer) *remoteFeed {
 	if c.ds.cache == nil {

@@ -203,11 +203,11 @@ func (s *Server) resolve(ctx context.Context, open *gloadpb.Open) (*consumer, er
 	// The policy hash is checked once the plan is known: a lazy plan folds its algorithm into it (resumeHash).
 	rhash := resumeHash(probe, plan)
 	if r := open.Resume; r != nil && r.PolicyHash != rhash {
-		if r.PolicyHash == phash {
+		if a, lazy := plan.(interface{ Algorithm() string }); lazy && r.PolicyHash == phash {
 			return nil, status.Errorf(codes.FailedPrecondition,
 				"resume.policy_hash: the state was saved from an exact plan, and this server plans %s past %d rows with %s, "+
 					"a different plan: start the epoch without resume state, or resume it with the gload version that saved it",
-				d.name, bucket.LazyThreshold, plan.(interface{ Algorithm() string }).Algorithm())
+				d.name, bucket.LazyThreshold, a.Algorithm())
 		}
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"resume.policy_hash: the batch policy differs from the one the state was saved with (state %q, policy %q)", r.PolicyHash, rhash)

@@ -512,6 +512,11 @@ func ringNeed(c *consumer) shm.Need {
 		return n
 	}
 	n.Positions = true
+	if b.Pieces > 0 { // a lazy packed plan bounds its pieces per batch (its counting pass): no scan of the batches
+		n.Pieces = int64(b.Pieces)
+		n.CuLen = 1 + int64(b.Pieces) + int64(b.Rows)
+		return n
+	}
 	for i := range c.assigned.Len() {
 		b := c.plan.Batch(c.assigned.At(i))
 		n.Pieces = max(n.Pieces, int64(len(b.Pieces)))

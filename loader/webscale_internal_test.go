@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/proto/gloadpb"
 )
 
@@ -162,5 +163,50 @@ func TestWebscaleResumePastInt32Batches(t *testing.T) {
 	}
 	if b := p.Batch(a.At(a.Len() - 1)); b.Rows != 1 || b.Pieces[0].Index < 0 || b.Pieces[0].Index >= beyondInt32 {
 		t.Fatalf("batch %+v", b)
+	}
+}
+
+// A lazy packed plan's shared-memory ring is sized by its pieces bound, without packing every window: every batch
+// fits it.
+func TestRingNeedLazyPacked(t *testing.T) {
+	dir := t.TempDir()
+	w, err := dataset.CreateShard(dir, 0, dataset.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append([]int32{1, 2, 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, dataset.WriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := dataset.Open(dir, dataset.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	cfg := policyConfig(&gloadpb.BatchPolicy{Policy: "packed", BatchSize: 8, SeqLen: 2048, SplitDocs: true}, 1)
+	p, err := bucket.NewLazyPacked(bucket.Synthetic{Rows: 3_000_000, Seed: 1}, "fp", 1, 0, cfg, bucket.Parallel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := bucket.Deal(p.Len(), cfg.Remainder, 0, 0, 1, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &consumer{ds: &served{name: "t", ds: ds}, cfg: cfg, plan: p, assigned: a}
+	need := ringNeed(c)
+	if need.Pieces != p.Bound().Pieces || need.Pieces <= 0 || !need.Positions {
+		t.Fatalf("need %+v, bound %+v", need, p.Bound())
+	}
+	for g := 0; g < p.Len(); g += max(1, p.Len()/200) {
+		b := p.Batch(g)
+		if int64(len(b.Pieces)) > need.Pieces || int64(b.Rows)*int64(b.Length) > need.Cells || 1+int64(len(b.Pieces))+int64(b.Rows) > need.CuLen {
+			t.Fatalf("batch %d (%d pieces, %d×%d) does not fit %+v", g, len(b.Pieces), b.Rows, b.Length, need)
+		}
 	}
 }
