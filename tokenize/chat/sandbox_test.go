@@ -45,6 +45,7 @@ func TestSandboxCrashes(t *testing.T) {
 	}{
 		{name: "negative repeat (was a panic)", src: `{{ 'x' * -1 }}|{{ 'x' * 0 }}|{{ 3 * 'ab' }}`, want: "||ababab"},
 		{name: "huge repeat (was a fatal OOM)", src: `{{ 'x' * 100000000000 }}`, wantLimit: "output bytes"},
+		{name: "empty sequence repeated a huge number of times (was a hang)", src: `{{ ([] * 2444444444444444444444444444444440)|length }}|{{ [] * 9223372036854775807 }}|{{ '' * 9223372036854775807 }}|`, want: "0|[]||"},
 		{name: "huge range (was a fatal OOM)", src: `{% for i in range(10**9) %}{% endfor %}`,
 			wantErr: "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000)."},
 		{name: "range just over the cap", src: `{% for i in range(100001) %}{% endfor %}`, wantErr: "Range too big"},

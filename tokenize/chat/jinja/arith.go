@@ -194,7 +194,10 @@ func repeat(b *budget, seq Value, n int64) (Value, error) {
 		return NewString(strings.Repeat(s, int(n))), nil
 	}
 	src := seq.AsList().Items
-	if len(src) > 0 && n > int64(b.lim.MaxItems)/int64(len(src)) {
+	if len(src) == 0 { // [] * n is [] however large n is: no loop of n empty appends
+		return NewList([]Value{}), nil
+	}
+	if n > int64(b.lim.MaxItems)/int64(len(src)) {
 		b.fail("container size", int64(b.lim.MaxItems))
 	}
 	b.items(int64(len(src)) * n)
