@@ -48,11 +48,13 @@ test:
 # The concurrent tokenize pipeline under the race detector (its stress test runs GOMAXPROCS above the core count
 # with background CPU load), the parallel decoder of framed .zst/.gz inputs and the reader using it (likewise stressed;
 # about 45 s and 25 s on 2 cores), the object-storage shard cache with the streams that use it, and
-# the whole service package with its Go client (about 110 s here on 2 busy cores).
+# the lazy plans read by several streams at once, and the whole service package with its Go client (about 110 s
+# here on 2 busy cores).
 RACE_RUNS := "./tokenize/pipeline/... ./internal/framedio/ ./tokenize/corpus/" \
 	"-run Shared|WordCache ./tokenize/model/" \
 	"./loader/shardcache/ ./loader/objstore/... ./internal/dirlock/ ./internal/safename/ ./internal/privdir/" \
-	"-run ObjectStorage|SlowStorage|Lazy|TailHasher|Writer ./loader/dataset/" \
+	"-run ObjectStorage|SlowStorage|Lazy|TailHasher|Writer|IndexLengths ./loader/dataset/" \
+	"-short -run Concurrent|Cancel ./bucket/" \
 	"./loader/ ./loader/client/ ./loader/gpuwatch/ ./loader/access/"
 # Each group runs even when an earlier one failed; the target fails at the end if any did.
 test-race:
