@@ -138,7 +138,10 @@
 // batches in σ_0 order). Shapes that window 0 lacks, or has fewer than
 // PlanWorld batches of, are not warmed (finding every shape of the epoch
 // would need a pass over all rows); with 10^6 rows in a window that is
-// only the rarest lengths.
+// only the rarest lengths. When the lengths name their longest row
+// ([LongestRower]: a dataset's block table does), the batch holding it
+// and global batch 0 then swap places (the hash records the lead batch's
+// position), so the epoch's largest batch comes at step 0 wherever it is.
 //
 // Not (yet) in lazy plans: automatic boundaries,
 // ShuffleWindow and sequential tokens plans (those stay on [NewPlan], at

@@ -1,11 +1,14 @@
 package bucket
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -126,6 +129,7 @@ type LazyPlan struct {
 	winRows  []int32 // rows of window w
 	order0   []int32 // with a warm-up: window 0's internal batch at each of its positions
 	shapes0  []Shape // window 0's shapes, warm-up order
+	lead     int     // > 0: global position of the batch holding the longest row, swapped with position 0
 	stats    Stats   // see Stats
 	bound    Bound   // see Bound
 
@@ -197,6 +201,9 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 		p.summarize(t)
 		if c.WarmupShapes {
 			p.warmup(t)
+			if lr, ok := lengths.(LongestRower); ok {
+				p.lead = p.positionOf(lr.LongestRow())
+			}
 		}
 	}
 	p.bound = p.boundFor(MaxLengthOf(lengths)) // a pass over the lengths unless they are a MaxLengther
@@ -292,7 +299,46 @@ func (p *LazyPlan) Hash() string {
 	if p.cfg.WarmupShapes {
 		warm = uint64(p.cfg.PlanWorld)
 	}
-	return p.hash(lazyAlgorithm, p.fingerprint, p.seed, p.epoch, p.cfg, warm, true)
+	h := p.hash(lazyAlgorithm, p.fingerprint, p.seed, p.epoch, p.cfg, warm, true)
+	if p.lead > 0 {
+		sum := sha256.Sum256(binary.LittleEndian.AppendUint64([]byte(h+"\x00lead\x00"), uint64(p.lead)))
+		h = hex.EncodeToString(sum[:16])
+	}
+	return h
+}
+
+// positionOf returns the global position of the batch holding row r in the plan without a lead batch (0 when r is
+// out of range or that batch is already first): the window holding r's block is found through the block
+// permutation (O(blocks)), built, and searched.
+func (p *LazyPlan) positionOf(r int64) int {
+	if r < 0 || r >= p.n {
+		return 0
+	}
+	b := r >> lazyBlockBits
+	w := int64(-1)
+	for i := range p.nblocks {
+		if int64(p.blocks.at(uint64(i))) == b {
+			w = i / LazyWindowBlocks
+			break
+		}
+	}
+	if w < 0 {
+		return 0
+	}
+	tb := p.table(w, true)
+	k := slices.Index(tb.rows, r)
+	if k < 0 {
+		return 0
+	}
+	t, _ := slices.BinarySearch(tb.boff, int32(k)+1)
+	t-- // internal batch t holds rows boff[t] … boff[t+1]−1
+	lo, hi := p.WindowBatches(int(w))
+	for g := lo; g < hi; g++ {
+		if _, tt := p.locate(g); tt == int64(t) {
+			return g
+		}
+	}
+	return 0
 }
 
 // appendPolicy appends the plan-shaping fields of a normalized config: u64le(len) ‖ bytes of policy and remainder,
@@ -483,6 +529,14 @@ func (p *LazyPlan) Batch(g int) Batch {
 
 // locate returns the window of global batch g and its internal batch index there.
 func (p *LazyPlan) locate(g int) (w, t int64) {
+	if p.lead > 0 {
+		switch g {
+		case 0:
+			g = p.lead
+		case p.lead:
+			g = 0
+		}
+	}
 	wi := p.windowOf(g)
 	lo, hi := p.WindowBatches(wi)
 	if wi == 0 && p.order0 != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -403,4 +404,57 @@ func (p *LazyPlan) buildWindowCached(w int64) *winTable {
 	t := p.buildWindow(w)
 	testTables.Store(key{p, w}, t)
 	return t
+}
+
+// planted is synthetic lengths with one row far longer than the rest, which it names (a LongestRower).
+type planted struct {
+	Synthetic
+	row int64
+}
+
+func (p planted) Length(i int64) uint32 {
+	if i == p.row {
+		return 60000
+	}
+	return p.Synthetic.Length(i)
+}
+
+func (p planted) LongestRow() int64 { return p.row }
+
+// With lengths that name their longest row, the warm-up starts with the batch holding it (the epoch's largest
+// shape comes at step 0 even when it lies outside the first window), and the plan stays a permutation.
+func TestLazyLeadBatch(t *testing.T) {
+	const rows = 3_000_000
+	cfg := DefaultConfig()
+	cfg.BatchSize = 16
+	cfg.PlanWorld = 2
+	for _, row := range []int64{2_900_001, 5, rows - 1} {
+		lens := planted{Synthetic{Rows: rows, Seed: 4}, row}
+		p, err := NewLazyPlan(lens, "fp", 9, 0, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b0 := p.Batch(0)
+		if !slices.ContainsFunc(b0.Pieces, func(pc Piece) bool { return int64(pc.Index) == row }) {
+			t.Fatalf("row %d: batch 0 (%d×%d) does not hold the longest row", row, b0.Rows, b0.Length)
+		}
+		plain, err := NewLazyPlan(struct{ Lengths }{lens}, "fp", 9, 0, cfg, nil) // lengths that do not name it
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.lead > 0 && p.Hash() == plain.Hash() {
+			t.Fatalf("row %d: a plan with a lead batch hashes like one without", row)
+		}
+		seen := make([]uint8, rows)
+		for g := range p.Len() {
+			for _, pc := range p.Batch(g).Pieces {
+				seen[pc.Index]++
+			}
+		}
+		for r, n := range seen {
+			if n != 1 {
+				t.Fatalf("row %d: row %d delivered %d times", row, r, n)
+			}
+		}
+	}
 }

@@ -16,9 +16,10 @@ import (
 )
 
 var (
-	_ bucket.Lengths     = (*IndexLengths)(nil)
-	_ bucket.Viewer      = (*IndexLengths)(nil)
-	_ bucket.MaxLengther = (*IndexLengths)(nil)
+	_ bucket.Lengths      = (*IndexLengths)(nil)
+	_ bucket.Viewer       = (*IndexLengths)(nil)
+	_ bucket.MaxLengther  = (*IndexLengths)(nil)
+	_ bucket.LongestRower = (*IndexLengths)(nil)
 )
 
 // indexLayout gives the offsets of an encoded version-3 index: total rows, the block table, the header checksum

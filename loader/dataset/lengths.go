@@ -106,6 +106,24 @@ func (s *IndexLengths) View() []uint32 {
 	return s.lengths
 }
 
+// LongestRow returns the first row of the greatest length (bucket.LongestRower), from the block table and one
+// block's lengths; −1 for an empty dataset.
+func (s *IndexLengths) LongestRow() int64 {
+	n := s.tab.len()
+	for b := range n {
+		sum := s.tab.at(b)
+		if sum.MaxLength != s.maxLen {
+			continue
+		}
+		for i := b << blockBits; i < b<<blockBits+sum.Rows; i++ {
+			if s.Length(i) == s.maxLen {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // Err returns the error of the first block found corrupt, or nil.
 func (s *IndexLengths) Err() error {
 	if p := s.err.Load(); p != nil {
