@@ -4,7 +4,7 @@
 # $OUT (default /tmp/out). bench/README.md says what each suite measures and how long it takes.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-suites="train handoff native tokenize sft mixture identity ddp integrations pytests doctor plan_compare"
+suites="train handoff native tokenize sft mixture identity ddp integrations pytests doctor plan_compare webscale"
 usage() {
 	echo "usage: bench/device.sh SUITE [PART]" >&2
 	echo "  suites: $suites" >&2
@@ -23,6 +23,6 @@ tokenize)
 	*) usage ;;
 	esac
 	;;
-train | handoff | native | sft | mixture | identity | ddp | integrations | pytests | doctor | plan_compare) exec bash "$here/suites/$suite.sh" "$@" ;;
+train | handoff | native | sft | mixture | identity | ddp | integrations | pytests | doctor | plan_compare | webscale) exec bash "$here/suites/$suite.sh" "$@" ;;
 *) usage ;;
 esac
