@@ -319,23 +319,7 @@ func decodeIndex(b []byte) (*Index, error) {
 	ix := &Index{}
 	ix.TokenizerHash = d.str(maxTokHashLen)
 	d.digest(&ix.readFP)
-	nShards := d.count(minShardEntry)
-	ix.Shards = make([]ShardEntry, 0, nShards)
-	for i := 0; i < nShards && d.err == nil; i++ {
-		s := ShardEntry{Name: d.str(maxNameLen)}
-		s.Size = int64(d.u64())
-		d.digest(&s.ContentHash)
-		s.Rows = int64(d.u64())
-		s.Tokens = int64(d.u64())
-		nb := d.count(16)
-		if nb > 0 {
-			s.Batches = make([]BatchRef, 0, nb)
-		}
-		for j := 0; j < nb && d.err == nil; j++ {
-			s.Batches = append(s.Batches, BatchRef{Offset: int64(d.u64()), FirstRow: int64(d.u64())})
-		}
-		ix.Shards = append(ix.Shards, s)
-	}
+	ix.Shards = d.shardEntries()
 	rows := d.u64()
 	blockRowsField, histField := d.u32(), d.u32()
 	off := d.u64()
@@ -442,6 +426,28 @@ var maxHeaderBytes uint64 = 1 << 31
 
 // count reads a u32 count of items of at least minSize bytes each and checks
 // that they can fit in what is left, and within maxHeaderBytes.
+// shardEntries decodes the shard count and the shard entries (the layout versions 2 and 3 share).
+func (d *indexDecoder) shardEntries() []ShardEntry {
+	nShards := d.count(minShardEntry)
+	shards := make([]ShardEntry, 0, nShards)
+	for i := 0; i < nShards && d.err == nil; i++ {
+		s := ShardEntry{Name: d.str(maxNameLen)}
+		s.Size = int64(d.u64())
+		d.digest(&s.ContentHash)
+		s.Rows = int64(d.u64())
+		s.Tokens = int64(d.u64())
+		nb := d.count(16)
+		if nb > 0 {
+			s.Batches = make([]BatchRef, 0, nb)
+		}
+		for j := 0; j < nb && d.err == nil; j++ {
+			s.Batches = append(s.Batches, BatchRef{Offset: int64(d.u64()), FirstRow: int64(d.u64())})
+		}
+		shards = append(shards, s)
+	}
+	return shards
+}
+
 func (d *indexDecoder) count(minSize int) int {
 	n := d.u32()
 	if d.err == nil && uint64(n)*uint64(minSize) > uint64(len(d.b)-d.p) {

@@ -41,23 +41,7 @@ func unmarshalIndexV2(b []byte) (*Index, error) {
 	ix.TokenizerHash = d.str(maxTokHashLen)
 	var fp Digest
 	d.digest(&fp)
-	nShards := d.count(4 + 8 + 32 + 2*8 + 4) // smallest possible shard entry
-	ix.Shards = make([]ShardEntry, 0, nShards)
-	for i := 0; i < nShards && d.err == nil; i++ {
-		s := ShardEntry{Name: d.str(maxNameLen)}
-		s.Size = int64(d.u64())
-		d.digest(&s.ContentHash)
-		s.Rows = int64(d.u64())
-		s.Tokens = int64(d.u64())
-		nb := d.count(16)
-		if nb > 0 {
-			s.Batches = make([]BatchRef, 0, nb)
-		}
-		for j := 0; j < nb && d.err == nil; j++ {
-			s.Batches = append(s.Batches, BatchRef{Offset: int64(d.u64()), FirstRow: int64(d.u64())})
-		}
-		ix.Shards = append(ix.Shards, s)
-	}
+	ix.Shards = d.shardEntries()
 	rows := d.u64()
 	for d.err == nil && d.p%4 != 0 {
 		if d.u8() != 0 {
