@@ -379,27 +379,12 @@ func (p *LazyPlan) buildWindow(w int64) *winTable {
 	var idx, scratchR []int32
 	var scratchK []uint32
 	var rows []int64
-	megaTokens := int64(p.cfg.MegaBatchMult) * int64(p.cfg.TokenBudget)
-	megaRows := p.cfg.MegaBatchMult * p.cfg.BatchSize
 	for q := range m {
 		t.rows[q] = win.row(int64(q))
 		t.effs[q] = uint32(p.pd.eff(p.lengths.Length(t.rows[q])))
 	}
 	for lo := 0; lo < m; {
-		hi := lo + 1
-		if p.cfg.Policy == Bucketed {
-			hi = min(lo+megaRows, m)
-		} else {
-			sum := p.pd.pad(int64(t.effs[lo]))
-			for hi < m {
-				v := p.pd.pad(int64(t.effs[hi]))
-				if sum+v > megaTokens {
-					break
-				}
-				sum += v
-				hi++
-			}
-		}
+		hi := megaEnd(&p.pd, p.cfg, t.effs, lo)
 		k := hi - lo
 		if cap(idx) < k {
 			idx, scratchR, scratchK, rows = make([]int32, k), make([]int32, k), make([]uint32, k), make([]int64, k)
@@ -420,6 +405,26 @@ func (p *LazyPlan) buildWindow(w int64) *winTable {
 		lo = hi
 	}
 	return t
+}
+
+// megaEnd returns the end of the mega-batch of a window's delivered lengths effs that starts at lo: M·B rows under
+// bucketed, else the longest run whose padded lengths sum to at most M·TokenBudget (at least one row).
+func megaEnd(pd *padder, c Config, effs []uint32, lo int) int {
+	if c.Policy == Bucketed {
+		return min(lo+c.MegaBatchMult*c.BatchSize, len(effs))
+	}
+	megaTokens := int64(c.MegaBatchMult) * int64(c.TokenBudget)
+	hi := lo + 1
+	sum := pd.pad(int64(effs[lo]))
+	for hi < len(effs) {
+		v := pd.pad(int64(effs[hi]))
+		if sum+v > megaTokens {
+			break
+		}
+		sum += v
+		hi++
+	}
+	return hi
 }
 
 // cut returns the rows of the batch that starts with effs[0] in a mega-batch sorted longest first.

@@ -605,24 +605,9 @@ func (m *LazyMixture) tableOf(w, a int64, srcs []uint8, rows []int64) *mixTable 
 		t.effs[i] = uint32(m.pd.eff(m.src[srcs[i]].lengths.Length(r)))
 	}
 	c := m.cfg
-	megaTokens := int64(c.MegaBatchMult) * int64(c.TokenBudget)
-	megaRows := c.MegaBatchMult * c.BatchSize
 	g := newMixGrouper(len(m.src))
 	for lo := 0; lo < n; {
-		hi := lo + 1
-		if c.Policy == Bucketed {
-			hi = min(lo+megaRows, n)
-		} else {
-			sum := m.pd.pad(int64(t.effs[lo]))
-			for hi < n {
-				v := m.pd.pad(int64(t.effs[hi]))
-				if sum+v > megaTokens {
-					break
-				}
-				sum += v
-				hi++
-			}
-		}
+		hi := megaEnd(&m.pd, c, t.effs, lo)
 		g.group(t.src[lo:hi], t.rows[lo:hi], t.effs[lo:hi])
 		for s := lo; s < hi; {
 			cnt, l := m.cut(t.effs[s:hi])
