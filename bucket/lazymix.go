@@ -511,15 +511,7 @@ func (m *LazyMixture) deal(a, b int64, srcs []uint8, rows []int64) {
 		l := hi - lo
 		// The deal of slot x depends on the chunk's slots before it only: stop at b.
 		for x := lo; x < min(hi, b); x++ {
-			best := active[0]
-			credit[best] += cnt[best]
-			for _, s := range active[1:] {
-				credit[s] += cnt[s]
-				if credit[s] > credit[best] {
-					best = s
-				}
-			}
-			credit[best] -= l
+			best := swrrNext(active, credit, cnt, l)
 			if x >= a {
 				srcs[x-a] = uint8(best)
 				rows[x-a] = st.row(best, f0[best])

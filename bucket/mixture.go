@@ -243,15 +243,7 @@ func NewMixtureContext(ctx context.Context, sources []Source, seed uint64, epoch
 		if slot%mixCheckEvery == 0 && ctx.Err() != nil {
 			return nil, fmt.Errorf("mixture plan: %w", context.Cause(ctx))
 		}
-		best := active[0]
-		credit[best] += counts[best]
-		for _, s := range active[1:] {
-			credit[s] += counts[s]
-			if credit[s] > credit[best] {
-				best = s
-			}
-		}
-		credit[best] -= n
+		best := swrrNext(active, credit, counts, n)
 		r := lists[best][taken[best]]
 		taken[best]++
 		m.src[slot] = uint8(best)
@@ -726,4 +718,20 @@ func (m *Mixture) Batch(g int) Batch {
 		b.Pieces[k].Index = int(m.row[slot])
 	}
 	return b
+}
+
+// swrrNext deals one slot by smooth weighted round-robin: every active source's credit grows by its count, and the
+// source with the most credit (the lowest index among equals, active being ascending) takes the slot and pays total,
+// the counts' sum. It returns that source.
+func swrrNext(active []int, credit, counts []int64, total int64) int {
+	best := active[0]
+	credit[best] += counts[best]
+	for _, s := range active[1:] {
+		credit[s] += counts[s]
+		if credit[s] > credit[best] {
+			best = s
+		}
+	}
+	credit[best] -= total
+	return best
 }
