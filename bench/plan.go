@@ -367,9 +367,17 @@ func fillParallel(syn planner.Synthetic, dst []uint32) {
 	wg.Wait()
 }
 
-// peakRSSMB reads VmHWM from /proc/self/status (Linux); 0 where it is not available.
-func peakRSSMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
+// peakRSSMB is this process's PeakRSSMB.
+func peakRSSMB() float64 { return PeakRSSMB(0) }
+
+// PeakRSSMB reads VmHWM, in MiB, from /proc/PID/status of process pid (0: this process; Linux); 0 where it is not
+// available.
+func PeakRSSMB(pid int) float64 {
+	path := "/proc/self/status"
+	if pid > 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/status"
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}

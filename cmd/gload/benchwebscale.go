@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,7 +86,7 @@ and its peak RSS (VmHWM of the subprocess).`,
 				return err
 			}
 			out["read"] = res
-			out["server_peak_rss_mb"] = peakRSSMB(srv.Process.Pid)
+			out["server_peak_rss_mb"] = bench.PeakRSSMB(srv.Process.Pid)
 			b, err := json.Marshal(out)
 			if err != nil {
 				return err
@@ -138,21 +135,4 @@ func lastWindowStart(dir string, o bench.ScaleReadOptions) (uint64, string, erro
 		}
 	}
 	return 0, "", fmt.Errorf("no window of the plan holds block %d", last)
-}
-
-// peakRSSMB is VmHWM of process pid in MiB (0 when unreadable).
-func peakRSSMB(pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
 }
