@@ -52,6 +52,7 @@ def _other_user() -> Tuple[int, int]:
 _ATTACKER = r"""
 import os, socket, sys, threading
 path, mode = sys.argv[1], int(sys.argv[2], 8)
+out = threading.Lock()  # connections end together; one whole line each
 try:
     os.mkdir(os.path.dirname(path), 0o700); os.chmod(os.path.dirname(path), mode)
 except FileExistsError:
@@ -63,7 +64,8 @@ def serve(c):
         b = c.recv(65536)
         if not b: break
         n += len(b)
-    print("got", n, flush=True)
+    with out:
+        sys.stdout.write(f"got {n}\n"); sys.stdout.flush()
 def loop():
     while True:
         c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
