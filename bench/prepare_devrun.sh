@@ -85,11 +85,14 @@ if [[ $only_tok == 0 ]]; then
 	if ! compgen -G "$d/whl/datasets-*.whl" >/dev/null; then
 		python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 			--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-			-d "$d/whl" datasets==4.0.0 dill==0.3.8 multiprocess==0.70.16
+			-d "$d/whl" datasets==4.7.0 dill==0.3.8 multiprocess==0.70.16
 	fi
-	# integrations: torchdata (pure Python; the GPU image lacks it).
+	# integrations: torchdata and TRL (pure Python; the GPU image lacks them). TRL 1.16 needs datasets >= 4.7.
 	if ! compgen -G "$d/whl/torchdata-*.whl" >/dev/null; then
 		python3 -m pip download -q --no-deps --only-binary=:all: -d "$d/whl" torchdata==0.11.0
+	fi
+	if ! compgen -G "$d/whl/trl-*.whl" >/dev/null; then
+		python3 -m pip download -q --no-deps --only-binary=:all: -d "$d/whl" trl==1.16.0
 	fi
 	# handoff/native: pytest (pure Python; for the CUDA tests where the image lacks it).
 	if ! compgen -G "$d/whl/pytest-*.whl" >/dev/null; then

@@ -12,11 +12,14 @@
 set -u
 . bench/lib.sh
 N=${N:-$(nvidia-smi -L 2>/dev/null | wc -l)}
-if compgen -G "$d/whl/torchdata-*.whl" >/dev/null; then
-	python3 -m pip install -q --no-index --no-deps --target "$W/site" "$d"/whl/torchdata-*.whl && export PYTHONPATH=$W/site
+# torchdata, TRL and datasets (with dill and multiprocess) travel as pure-Python wheels; the image lacks them.
+whl=()
+for n in torchdata trl datasets dill multiprocess; do compgen -G "$d/whl/$n-*.whl" >/dev/null && whl+=("$d"/whl/$n-*.whl); done
+if ((${#whl[@]})); then
+	python3 -m pip install -q --no-index --no-deps --target "$W/site" "${whl[@]}" && export PYTHONPATH=$W/site
 fi
 python3 -c 'import torch, transformers, accelerate; print("torch", torch.__version__, "transformers", transformers.__version__, "accelerate", accelerate.__version__, "cuda", torch.cuda.is_available())'
-python3 -c 'import torchdata; print("torchdata", torchdata.__version__)' 2>&1 | tail -1
+python3 -c 'import torchdata, trl, datasets; print("torchdata", torchdata.__version__, "trl", trl.__version__, "datasets", datasets.__version__)' 2>&1 | tail -1
 echo "== 1. tests"
 (cd pyclient && GLOAD_BIN=$PWD/../$G python3 -m pytest -q -rs -p no:cacheprovider tests/test_hf.py tests/test_torchdata.py tests/test_batches.py \
 	tests/test_example_accelerate_prepared.py tests/test_epochs.py tests/test_examples.py tests/test_udhr_tokenizer.py \

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """TRL's SFTTrainer on a dataset written by `gload tokenize --format chat`, read with datasets.load_from_disk: the one
-line gload adds is the collator (TRL's default one cannot pad the stored labels column).
+line gload adds is the collator (TRL 0.9's default one cannot pad the stored labels column; TRL 1.x's pads them
+as stored, and this collator works with both).
 
     gload tokenize --format chat --tokenizer tok/tokenizer.json --out sft_ds conversations.jsonl
     python3 trl_sft.py --dataset sft_ds --tokenizer tok --out out [--model gpt2] [--steps 100]
@@ -10,6 +11,7 @@ labels as they are: the loss is on the assistant's turns, end-of-turn tokens inc
 this differs from TRL's DataCollatorForCompletionOnlyLM). Without --model a tiny GPT-2 is built from a config.
 """
 import argparse
+import inspect
 import os
 import sys
 
@@ -42,10 +44,13 @@ def main(argv=None):
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=max(64, longest), n_layer=1, n_head=2,
                                            n_embd=32))
     cfg = dict(output_dir=a.out, per_device_train_batch_size=a.batch_size, max_steps=a.steps, report_to=[],
-               learning_rate=1e-3, logging_steps=max(1, a.steps // 10), save_strategy="no", max_seq_length=4096)
+               learning_rate=1e-3, logging_steps=max(1, a.steps // 10), save_strategy="no")
+    cfg["max_seq_length" if "max_seq_length" in SFTConfig.__dataclass_fields__ else "max_length"] = 4096  # TRL 0.20
+    # SFTTrainer takes the tokenizer as processing_class since TRL 0.12, as tokenizer before.
+    tok_arg = "processing_class" if "processing_class" in inspect.signature(SFTTrainer.__init__).parameters else "tokenizer"
     if not torch.cuda.is_available():
         cfg["use_cpu" if "use_cpu" in SFTConfig.__dataclass_fields__ else "no_cuda"] = True
-    trainer = SFTTrainer(model=model, args=SFTConfig(**cfg), train_dataset=ds, tokenizer=tok,
+    trainer = SFTTrainer(model=model, args=SFTConfig(**cfg), train_dataset=ds, **{tok_arg: tok},
                          data_collator=gload.hf.SFTCollator(dataset=ds))  # gload: the one added line
     return trainer.train()
 
