@@ -47,7 +47,8 @@ def main(argv=None):
                learning_rate=1e-3, logging_steps=max(1, a.steps // 10), save_strategy="no")
     cfg["max_seq_length" if "max_seq_length" in SFTConfig.__dataclass_fields__ else "max_length"] = 4096  # TRL 0.20
     # SFTTrainer takes the tokenizer as processing_class since TRL 0.12, as tokenizer before.
-    tok_arg = "processing_class" if "processing_class" in inspect.signature(SFTTrainer.__init__).parameters else "tokenizer"
+    params = inspect.signature(SFTTrainer.__init__).parameters
+    tok_arg = "processing_class" if "processing_class" in params else "tokenizer"
     if not torch.cuda.is_available():
         cfg["use_cpu" if "use_cpu" in SFTConfig.__dataclass_fields__ else "no_cuda"] = True
     trainer = SFTTrainer(model=model, args=SFTConfig(**cfg), train_dataset=ds, **{tok_arg: tok},
