@@ -244,3 +244,85 @@ func TestDownloadTrickleHitsDeadline(t *testing.T) {
 		t.Fatalf("Download: %v, want ErrTooSlow", err)
 	}
 }
+
+// endlessListing answers every ListObjectsV2 page with one more object and a fresh continuation token, for ever
+// (a hostile or broken store); stall, if set, makes every page after the first hang until the client gives up.
+func endlessListing(t *testing.T, stall bool) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var pages atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("list-type") != "2" {
+			w.WriteHeader(http.StatusOK) // the bucket exists
+			return
+		}
+		n := pages.Add(1)
+		if stall && n > 1 {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "application/xml")
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>hostile</Name><Prefix>ds/</Prefix>
+<KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>
+<NextContinuationToken>page-%d</NextContinuationToken>
+<Contents><Key>ds/shard-%09d.arrow</Key><Size>1</Size><ETag>"0123456789abcdef0123456789abcdef"</ETag>
+<LastModified>2023-11-14T22:13:20.000Z</LastModified></Contents></ListBucketResult>`, n, n)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &pages
+}
+
+// List is bounded: a listing that never ends fails with ErrTooMany past MaxListObjects, one that stalls fails
+// with ErrStalled after the idle timeout, and a real store's listing of exactly MaxListObjects objects succeeds.
+func TestListIsBounded(t *testing.T) {
+	t.Run("endless", func(t *testing.T) {
+		srv, pages := endlessListing(t, false)
+		st := openHostile(t, srv.URL, objstore.Config{MaxListObjects: 50})
+		objs, err := st.List(context.Background())
+		if !errors.Is(err, objstore.ErrTooMany) || !strings.Contains(err.Error(), "s3://hostile/ds/") ||
+			!strings.Contains(err.Error(), "more than 50") {
+			t.Fatalf("List = %d objects, %v; want ErrTooMany naming the prefix and the bound", len(objs), err)
+		}
+		if n := pages.Load(); n > 60 {
+			t.Errorf("%d pages fetched for a bound of 50", n)
+		}
+	})
+	t.Run("stalled", func(t *testing.T) {
+		srv, _ := endlessListing(t, true)
+		st := openHostile(t, srv.URL, objstore.Config{IdleTimeout: 300 * time.Millisecond})
+		done := make(chan error, 1)
+		go func() { _, err := st.List(context.Background()); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, objstore.ErrStalled) || !strings.Contains(err.Error(), "s3://hostile/ds/") {
+				t.Fatalf("List: %v; want ErrStalled naming the prefix", err)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("List of a stalled listing did not return")
+		}
+	})
+	t.Run("real store", func(t *testing.T) {
+		s3test.Start(t, "gload-test")
+		u, _ := objstore.ParseURL("s3://gload-test/ds")
+		for _, bound := range []int{5, 4} {
+			st, err := objstore.Open(context.Background(), u, objstore.Config{MaxListObjects: bound})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bound == 5 {
+				for i := range 5 {
+					if err := st.Put(context.Background(), fmt.Sprintf("o%d", i), []byte("x")); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			objs, err := st.List(context.Background())
+			switch {
+			case bound == 5 && (err != nil || len(objs) != 5):
+				t.Errorf("bound 5: List = %d objects, %v", len(objs), err)
+			case bound == 4 && !errors.Is(err, objstore.ErrTooMany):
+				t.Errorf("bound 4: List = %d objects, %v; want ErrTooMany", len(objs), err)
+			}
+		}
+	})
+}

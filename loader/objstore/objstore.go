@@ -126,7 +126,17 @@ type Config struct {
 	// MinRate is the slowest transfer accepted, in bytes per second: a download of N bytes must end within
 	// IdleTimeout + N/MinRate (ErrTooSlow), however steadily a server trickles. 0: 256 KiB/s.
 	MinRate int64
+	// MaxListObjects bounds List: a prefix holding more objects fails with ErrTooMany instead of growing the
+	// listing without end (a hostile or mistaken bucket). 0: DefaultMaxListObjects.
+	MaxListObjects int
 }
+
+// DefaultMaxListObjects is List's bound when Config.MaxListObjects is 0: a dataset of a million shards is far past
+// any real one (2^31 rows fit in 33), and a million entries of the listing take about 200 MB.
+const DefaultMaxListObjects = 1 << 20
+
+// ErrTooMany is returned by List for a prefix holding more than Config.MaxListObjects objects.
+var ErrTooMany = errors.New("too many objects")
 
 func (c Config) withDefaults() Config {
 	if c.Endpoint == "" {
@@ -140,6 +150,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 6
+	}
+	if c.MaxListObjects <= 0 {
+		c.MaxListObjects = DefaultMaxListObjects
 	}
 	if c.PartSize == 0 {
 		c.PartSize = 64 << 20
@@ -364,22 +377,38 @@ func (s *Store) Stat(ctx context.Context, name string) (Object, error) {
 	return Object{Name: name, Size: info.Size, ETag: info.ETag, Modified: info.LastModified}, nil
 }
 
-// List returns every object under the prefix (names relative to it), sorted by name.
+// List returns every object under the prefix (names relative to it), sorted by name. It fails with ErrTooMany past
+// Config.MaxListObjects objects, and with ErrStalled when the store sends no listing entry for IdleTimeout.
 func (s *Store) List(ctx context.Context) ([]Object, error) {
 	prefix := ""
 	if s.url.Prefix != "" {
 		prefix = s.url.Prefix + "/"
 	}
+	where := fmt.Sprintf("s3://%s/%s", s.url.Bucket, prefix)
+	// The idle bound is what matters: a long listing is fine while entries keep coming.
+	w := newWatchdog(ctx, s.cfg.IdleTimeout, time.Hour, "list "+where)
+	defer w.close()
 	var out []Object
-	for info := range s.c.ListObjects(ctx, s.url.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	for info := range s.c.ListObjects(w.ctx, s.url.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		w.touch()
 		if info.Err != nil {
+			if werr := w.err(nil); werr != nil {
+				return nil, fmt.Errorf("list %s: %w", where, werr)
+			}
 			return nil, s.wrap("list", "", info.Err)
 		}
 		name := strings.TrimPrefix(info.Key, prefix)
 		if name == "" || strings.HasSuffix(name, "/") {
 			continue
 		}
+		if len(out) == s.cfg.MaxListObjects {
+			return nil, fmt.Errorf("list %s: %w: more than %d (objstore.Config.MaxListObjects)", where, ErrTooMany,
+				s.cfg.MaxListObjects)
+		}
 		out = append(out, Object{Name: name, Size: info.Size, ETag: info.ETag, Modified: info.LastModified})
+	}
+	if werr := w.err(nil); werr != nil {
+		return nil, fmt.Errorf("list %s: %w", where, werr)
 	}
 	return out, nil
 }
