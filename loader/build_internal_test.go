@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gload/gload/bucket"
 	"github.com/gload/gload/loader/dataset"
 	"github.com/gload/gload/loader/shm"
 	"github.com/gload/gload/proto/gloadpb"
@@ -21,6 +22,14 @@ type panicSource struct{ with func() }
 func (p panicSource) ZeroCopy() bool                             { return true }
 func (p panicSource) Tokens(int) ([]int32, error)                { p.with(); return nil, nil }
 func (p panicSource) AppendTokens([]int32, int) ([]int32, error) { p.with(); return nil, nil }
+
+// panickingPlan is a plan whose Batch panics with.
+type panickingPlan struct {
+	epochPlan
+	with func()
+}
+
+func (p panickingPlan) Batch(int) bucket.Batch { p.with(); return bucket.Batch{} }
 
 type fakeFault struct{}
 
@@ -57,11 +66,16 @@ func TestBuildRecoversEveryPanic(t *testing.T) {
 		touch   bool
 		code    codes.Code
 		mention string
+		inPlan  bool
 	}{
-		{"internal invariant", func() { panic("loader: broken invariant") }, false, codes.Internal, "internal error"},
-		{"index out of range, files unchanged", func() { _ = []int{}[len(os.Args)+5] }, false, codes.Internal, "internal error"},
-		{"index out of range over a changed shard", func() { _ = []int{}[len(os.Args)+5] }, true, codes.DataLoss, shard},
-		{"memory fault", func() { panic(fakeFault{}) }, false, codes.DataLoss, "memory fault"},
+		{"internal invariant", func() { panic("loader: broken invariant") }, false, codes.Internal, "internal error", false},
+		{"index out of range, files unchanged", func() { _ = []int{}[len(os.Args)+5] }, false, codes.Internal, "internal error", false},
+		{"index out of range over a changed shard", func() { _ = []int{}[len(os.Args)+5] }, true, codes.DataLoss, shard, false},
+		{"memory fault", func() { panic(fakeFault{}) }, false, codes.DataLoss, "memory fault", false},
+		// The same panics while the plan computes the batch (planBatch: a lazy plan reading mapped lengths, a lazy
+		// packed plan on wrong kept counts).
+		{"plan: internal invariant", func() { panic("bucket: kept counts disagree") }, false, codes.Internal, "internal error", true},
+		{"plan: memory fault", func() { panic(fakeFault{}) }, false, codes.DataLoss, "memory fault", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := NewServer(Config{Datasets: map[string]string{"d": dir}, NoGPUWatch: true})
@@ -80,7 +94,13 @@ func TestBuildRecoversEveryPanic(t *testing.T) {
 				}
 			}
 			asm := newAssembler(panicSource{tc.panic}, s.pool, s.cfg.MaxBatchBytes)
-			_, err = s.build(asm, c, c.assigned.At(0), batchHeader{}, nil, slotNone, shm.Layout{})
+			g := c.assigned.At(0)
+			if tc.inPlan {
+				c.plan = panickingPlan{c.plan, tc.panic}
+				_, err = s.planBatch(asm, c, g)
+			} else {
+				_, err = s.build(asm, c, g, c.plan.Batch(g), batchHeader{}, nil, slotNone, shm.Layout{})
+			}
 			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.mention) {
 				t.Fatalf("build: %v; want %s mentioning %q", err, tc.code, tc.mention)
 			}

@@ -226,8 +226,9 @@ func (f *remoteFeed) register(from int) {
 	f.cache.Rewant(f.id, names)
 }
 
-// acquire makes batch i (global g) of the stream local and pinned; waiting runs if a shard must be downloaded first.
-func (f *remoteFeed) acquire(ctx context.Context, i, g int, plan epochPlan, waiting func()) (func(), error) {
+// acquire makes batch i of the stream (b, its planned batch) local and pinned; waiting runs if a shard must be
+// downloaded first.
+func (f *remoteFeed) acquire(ctx context.Context, i int, b bucket.Batch, waiting func()) (func(), error) {
 	if f == nil {
 		return noRelease, nil
 	}
@@ -236,7 +237,7 @@ func (f *remoteFeed) acquire(ctx context.Context, i, g int, plan epochPlan, wait
 	}
 	f.cache.Advance(f.id, f.pos[i-f.base])
 	f.rows = f.rows[:0]
-	for _, p := range plan.Batch(g).Pieces {
+	for _, p := range b.Pieces {
 		f.rows = append(f.rows, p.Index)
 	}
 	return f.ds.Acquire(ctx, f.rows, waiting)

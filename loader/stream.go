@@ -288,11 +288,15 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 			packed: packed, padID: c.padID, posStart: c.open.GetPolicy().GetPositionStart(),
 			labels: asm.hasLabels(),
 		}
-		release, err := feed.acquire(ctx, i, g, c.plan, c.ds.waitingForShard)
+		b, err := s.planBatch(asm, c, g) // once: the feed, the assembly and the mixture counter share it
+		if err != nil {
+			return err
+		}
+		release, err := feed.acquire(ctx, i, b, c.ds.waitingForShard)
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "dataset %s: batch %d: %v", c.ds.name, g, err)
 		}
-		wb, err := s.build(asm, c, g, h, ring, slot, layout)
+		wb, err := s.build(asm, c, g, b, h, ring, slot, layout)
 		release()
 		if err != nil {
 			return err
@@ -316,7 +320,7 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 		batches.Inc()
 		bytes.Add(float64(n))
 		if mixCount != nil {
-			mixCount.count(c.ds.mix, c.plan.Batch(g))
+			mixCount.count(c.ds.mix, b)
 		}
 	}
 	end := &gloadpb.ServerMessage{Msg: &gloadpb.ServerMessage_End{End: &gloadpb.End{Batches: uint64(c.assigned.Len())}}}
@@ -386,7 +390,7 @@ func (s *Server) receive(stream gloadpb.Loader_BatchesServer, cr *credits, st *s
 // assembly leaves build: a fault or a runtime error while reading a shard
 // that changed on disk is DATA_LOSS naming it, anything else INTERNAL (with
 // the stack logged), so that one bad stream never takes the server down.
-func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader, ring *shm.Ring, slot int32, layout shm.Layout) (wb *wireBatch, err error) {
+func (s *Server) build(asm *assembler, c *consumer, g int, b bucket.Batch, h batchHeader, ring *shm.Ring, slot int32, layout shm.Layout) (wb *wireBatch, err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -395,9 +399,9 @@ func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader, ring *
 		wb, err = nil, s.buildPanic(r, asm, c, g, ring)
 	}()
 	if ring != nil {
-		wb, err = asm.assembleSlot(c.plan.Batch(g), h, slot, ring.Slot(int(slot)), layout)
+		wb, err = asm.assembleSlot(b, h, slot, ring.Slot(int(slot)), layout)
 	} else {
-		wb, err = asm.assemble(c.plan.Batch(g), h)
+		wb, err = asm.assemble(b, h)
 	}
 	if err != nil {
 		if errors.Is(err, dataset.ErrCorrupt) || errors.Is(err, dataset.ErrStaleIndex) || errors.Is(err, dataset.ErrClosed) {
@@ -414,6 +418,18 @@ func (s *Server) build(asm *assembler, c *consumer, g int, h batchHeader, ring *
 }
 
 // buildPanic turns a panic recovered in build into the stream's error.
+// planBatch is global batch g of c's plan, computed once per streamed batch. Like build, it lets no panic out: a
+// lazy plan reads the index's mapped lengths (a fault there is data loss) and a lazy packed plan started from kept
+// counts that do not match the lengths panics; either ends this stream, never the server.
+func (s *Server) planBatch(asm *assembler, c *consumer, g int) (b bucket.Batch, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = bucket.Batch{}, s.buildPanic(r, asm, c, g, nil)
+		}
+	}()
+	return c.plan.Batch(g), nil
+}
+
 func (s *Server) buildPanic(r any, asm *assembler, c *consumer, g int, ring *shm.Ring) error {
 	if fault, ok := r.(interface{ Addr() uintptr }); ok {
 		if ring != nil && ring.Contains(fault.Addr()) {
