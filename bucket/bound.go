@@ -46,8 +46,10 @@ func MaxLengthOf(lengths Lengths) uint32 {
 // MaxLength is [SyntheticMaxLength]: every synthetic row is at most that long.
 func (s Synthetic) MaxLength() uint32 { return SyntheticMaxLength }
 
-// LongestRower is a [Lengths] that can name its longest row without a pass over every length (a dataset's per-block
-// summaries): a lazy plan's warm-up then starts with the batch holding it (see [LazyPlan]).
+// LongestRower is a [Lengths] that can name its longest row (a dataset's per-block summaries; a slice by a scan): a
+// lazy plan's warm-up then starts with the batch holding it (see [LazyPlan]). A lazy plan's batches therefore depend
+// on whether its Lengths is one: the server's (a dataset index) and [SliceLengths] are, [Synthetic] (benchmarks) is
+// not.
 type LongestRower interface {
 	LongestRow() int64 // the first row of the greatest length, or −1 when there is no row
 }

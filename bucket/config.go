@@ -109,7 +109,21 @@ type Config struct {
 	// warm-up prefix) from one block: locality for shards fetched into a small cache; see window.go for the
 	// effect on shuffle quality. 0: one global shuffle.
 	ShuffleWindow int
+	// Planner picks how [NewEpochPlan] and [NewEpochMixture] plan: [PlannerAuto] (the default when empty: exact up
+	// to [LazyThreshold] rows or slots, lazy above), [PlannerExact] (at most 2^31−1 rows) or [PlannerLazy] (at any
+	// size, for what lazy plans support). It chooses the algorithm only; [NewPlan] and the lazy constructors ignore it.
+	Planner Planner
 }
+
+// Planner names how an epoch is planned; see [Config.Planner].
+type Planner string
+
+// Planners.
+const (
+	PlannerAuto  Planner = "auto"
+	PlannerExact Planner = "exact"
+	PlannerLazy  Planner = "lazy"
+)
 
 // DefaultConfig returns DESIGN's defaults: bucketed, PadMultiple 64,
 // MegaBatchMult 50, drop, warm-up on, PlanWorld 1. BatchSize is left 0 and
@@ -161,6 +175,13 @@ func (c Config) normalize() (Config, error) {
 	case Bucketed, Tokens, Packed:
 	default:
 		return c, cfgErr("policy", "unknown policy %q (want bucketed, tokens or packed)", string(c.Policy))
+	}
+	switch c.Planner {
+	case "":
+		c.Planner = PlannerAuto
+	case PlannerAuto, PlannerExact, PlannerLazy:
+	default:
+		return c, cfgErr("planner", "unknown planner %q (want auto, exact or lazy)", string(c.Planner))
 	}
 	switch c.Remainder {
 	case "":

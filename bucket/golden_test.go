@@ -31,6 +31,7 @@ type goldenConfig struct {
 	PlanWorld     int       `json:"plan_world"`
 	Sequential    bool      `json:"sequential"`
 	ShuffleWindow int       `json:"shuffle_window"`
+	Planner       Planner   `json:"planner"`
 }
 
 // goldenCase is the input half of a golden file:

@@ -81,9 +81,14 @@ var (
 // [SliceLengths] or a [Viewer]) when the dataset has at most [LazyThreshold] rows, or when the plan is a sequential
 // tokens plan (the lazy plans do not do those: at most 2^31−1 rows); else bucketed sequential plans with
 // [NewSeqPlan], packed plans with [NewLazyPacked] and the others with [NewLazyPlan] (see [EpochPlanner]).
+// cfg.Planner overrides the size rule: exact plans every size up to 2^31−1 rows, lazy every size.
 func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (EpochPlan, error) {
 	n := lengths.Len()
-	switch EpochPlanner(n, cfg) {
+	planner := EpochPlanner(n, cfg)
+	if cfg.Planner == PlannerLazy && planner == "exact" {
+		return nil, cfgErr("planner", "lazy: sequential tokens plans are exact only (at most %d rows)", math.MaxInt32)
+	}
+	switch planner {
 	case "lazy-sequential":
 		return NewSeqPlan(lengths, fingerprint, cfg)
 	case "lazy-packed":
@@ -98,11 +103,12 @@ func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, c
 }
 
 // EpochPlanner names the planner [NewEpochPlan] uses for n rows under cfg: "exact" ([NewPlan]) up to
-// [LazyThreshold] rows and for sequential tokens plans, else "lazy-sequential" ([NewSeqPlan]) for bucketed
-// sequential plans, "lazy-packed" ([NewLazyPacked]) for packed plans and "lazy" ([NewLazyPlan]) for the others.
+// [LazyThreshold] rows (any size under [PlannerExact], none under [PlannerLazy]) and for sequential tokens plans,
+// else "lazy-sequential" ([NewSeqPlan]) for bucketed sequential plans, "lazy-packed" ([NewLazyPacked]) for packed
+// plans and "lazy" ([NewLazyPlan]) for the others.
 func EpochPlanner(n int64, cfg Config) string {
 	switch {
-	case n <= LazyThreshold:
+	case cfg.Planner == PlannerExact, n <= LazyThreshold && cfg.Planner != PlannerLazy:
 		return "exact"
 	case cfg.Sequential && (cfg.Policy == Bucketed || cfg.Policy == ""):
 		return "lazy-sequential"

@@ -109,7 +109,9 @@ func (mc MixConfig) lazyMaxRows() int64 {
 // batches, fingerprint and resume states), when every source has at most 2^31−1 rows and the epoch at most
 // [LazyThreshold] slots, or when the plan is one the lazy mixture does not make (mix_by=tokens, packed,
 // single-source batches, automatic boundaries: then at most 2^31−1 rows per source and mc's MaxRows slots);
-// otherwise with [NewLazyMixture]. run is the lazy plan's counting pass's [Runner] (tokens policy).
+// otherwise with [NewLazyMixture]. cfg.Planner overrides the size rule: exact always plans with
+// [NewMixtureContext], lazy always with [NewLazyMixture] (an error for what it does not plan). run is the lazy
+// plan's counting pass's [Runner] (tokens policy).
 func NewEpochMixture(ctx context.Context, sources []MixSource, seed uint64, epoch int, cfg Config, mc MixConfig, run Runner) (MixturePlan, error) {
 	exact := func() (MixturePlan, error) {
 		src := make([]Source, len(sources))
@@ -127,6 +129,15 @@ func NewEpochMixture(ctx context.Context, sources []MixSource, seed uint64, epoc
 	c, err := cfg.normalize()
 	if err != nil {
 		return nil, err
+	}
+	switch c.Planner {
+	case PlannerExact:
+		return exact()
+	case PlannerLazy:
+		if err := lazyMixUnsupported(c, mc); err != nil {
+			return nil, fmt.Errorf("planner lazy: %w", err)
+		}
+		return NewLazyMixture(ctx, sources, seed, epoch, cfg, mc, run)
 	}
 	if lazyMixUnsupported(c, mc) != nil {
 		return exact()

@@ -17,6 +17,18 @@ func (s SliceLengths) Len() int64 { return int64(len(s)) }
 // Length returns s[i].
 func (s SliceLengths) Length(i int64) uint32 { return s[i] }
 
+// LongestRow returns the first row of the greatest length, or −1 for no rows ([LongestRower]): a lazy plan over a
+// slice then leads with the batch the server's plan over the same lengths in a dataset index leads with.
+func (s SliceLengths) LongestRow() int64 {
+	best := int64(-1)
+	for i, l := range s {
+		if best < 0 || l > s[best] {
+			best = int64(i)
+		}
+	}
+	return best
+}
+
 // Viewer is a [Lengths] that can give every length as one slice without copying (a memory-mapped index):
 // exact plans, which need a slice, read it instead of copying the lengths out one by one.
 type Viewer interface {

@@ -24,6 +24,20 @@ func planFor(t *testing.T, lengths []int, fp string, seed uint64, epoch int, cfg
 	return p
 }
 
+// epochPlanFor is the plan the server makes for cfg (bucket.NewEpochPlan: exact or lazy as cfg.Planner says).
+func epochPlanFor(t *testing.T, lengths []int, fp string, seed uint64, epoch int, cfg bucket.Config) bucket.EpochPlan {
+	t.Helper()
+	ls := make(bucket.SliceLengths, len(lengths))
+	for i, l := range lengths {
+		ls[i] = uint32(l)
+	}
+	p, err := bucket.NewEpochPlan(ls, fp, seed, epoch, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestEpochCoverage(t *testing.T) {
 	dir := t.TempDir()
 	lengths := genLengths(3000, 0, 300, 1)

@@ -51,6 +51,13 @@ func TestTwoNodes(t *testing.T) {
 		{"packed", &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 2, SeqLen: 512}, func(c *bucket.Config) {
 			c.Policy, c.BatchSize, c.SeqLen = bucket.Packed, 2, 512
 		}},
+		// The lazy planners, asked for on a small dataset (planner "lazy"): the same guarantees.
+		{"bucketed lazy", &gloadpb.BatchPolicy{BatchSize: 6, Planner: "lazy"}, func(c *bucket.Config) {
+			c.BatchSize, c.Planner = 6, bucket.PlannerLazy
+		}},
+		{"packed lazy", &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 2, SeqLen: 512, Planner: "lazy"}, func(c *bucket.Config) {
+			c.Policy, c.BatchSize, c.SeqLen, c.Planner = bucket.Packed, 2, 512, bucket.PlannerLazy
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			open := &gloadpb.Open{Dataset: "d", Seed: 5, Epoch: 2, Policy: tc.policy}
@@ -90,7 +97,10 @@ func TestTwoNodes(t *testing.T) {
 			cfg := bucket.DefaultConfig()
 			tc.cfg(&cfg)
 			cfg.PlanWorld = 4
-			plan := planFor(t, lengths, fps[0], 5, 2, cfg)
+			plan := epochPlanFor(t, lengths, fps[0], 5, 2, cfg)
+			if _, exact := plan.(*bucket.Plan); exact != (cfg.Planner != bucket.PlannerLazy) {
+				t.Fatalf("planner %q planned with %T", cfg.Planner, plan)
+			}
 			kept := plan.Len() / 4 * 4 // remainder "drop": the tail that does not divide among 4 ranks
 
 			// A whole epoch, ranks 0–1 on A and 2–3 on B.
@@ -171,7 +181,7 @@ func ranks(t *testing.T, nodes []*client.Client, base *gloadpb.Open, state *gloa
 // checkEpoch: the delivered global batches are exactly 0..want-1, each once,
 // with the plan's rows; no dataset row comes twice, and a row is missing only
 // if the plan puts it in a batch past want.
-func checkEpoch(t *testing.T, per [][]got, plan *bucket.Plan, want, rows int) {
+func checkEpoch(t *testing.T, per [][]got, plan bucket.EpochPlan, want, rows int) {
 	t.Helper()
 	seenBatch := map[uint64]bool{}
 	seenRow := make([]int, rows)

@@ -48,6 +48,7 @@ func policyConfig(p *gloadpb.BatchPolicy, planWorld int) bucket.Config {
 	c.Sequential = p.Sequential
 	c.PlanWorld = planWorld
 	c.ShuffleWindow = int(p.ShuffleWindow)
+	c.Planner = bucket.Planner(p.Planner)
 	return c
 }
 
@@ -100,6 +101,10 @@ func policyHash(c bucket.Config) string {
 	if c.ShuffleWindow != 0 {
 		putStr("shuffle_window")
 		putInt(c.ShuffleWindow)
+	}
+	if c.Planner != "" && c.Planner != bucket.PlannerAuto {
+		putStr("planner")
+		putStr(string(c.Planner))
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }

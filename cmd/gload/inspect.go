@@ -64,6 +64,7 @@ refused (its text would be garbage) unless --any-tokenizer.`,
 	f.Uint32Var(&o.policy.SeqLen, "seq-len", 0, "--plan: packed row length")
 	f.Uint32Var(&o.policy.PadMultiple, "pad-multiple", 0, "--plan: pad lengths to a multiple of this (0: 64)")
 	f.Uint32Var(&o.policy.MaxLength, "max-length", 0, "--plan: truncate rows to this length")
+	f.StringVar(&o.policy.Planner, "planner", "", "--plan: auto (default: exact up to 2^27 rows, lazy above), exact or lazy")
 	cmd.Flags().BoolVar(&o.anyTok, "any-tokenizer", false, "decode with --tokenizer even when its hash is not the one that wrote the dataset")
 	return cmd
 }

@@ -93,6 +93,10 @@ type BatchPolicy struct {
 	PadId         int32                  `protobuf:"varint,14,opt,name=pad_id,json=padId,proto3" json:"pad_id,omitempty"`                          // token id used for padding input_ids (see pad_id_set)
 	Sequential    bool                   `protobuf:"varint,70,opt,name=sequential,proto3" json:"sequential,omitempty"`                             // bucketed/tokens: dataset order, no shuffle, no length sort, no warm-up (evaluation)
 	PadIdSet      bool                   `protobuf:"varint,71,opt,name=pad_id_set,json=padIdSet,proto3" json:"pad_id_set,omitempty"`               // pad_id is the client's choice even when 0; unset and pad_id 0: the dataset's pad token
+	// How the epoch is planned: "auto" (default: exact up to 2^27 rows or mixture slots, lazy windows above), "exact"
+	// (at most 2^31−1 rows) or "lazy" (any size; not for sequential tokens plans, automatic boundaries, shuffle_window,
+	// or mixtures by tokens, packed or single-source). docs/planning-at-scale.md compares them.
+	Planner string `protobuf:"bytes,72,opt,name=planner,proto3" json:"planner,omitempty"`
 	// Locality for datasets in object storage behind a small cache: read the dataset in shuffled blocks of this many
 	// consecutive rows, every batch from one block (packed: at most two consecutive blocks). 0: one global shuffle.
 	ShuffleWindow uint32 `protobuf:"varint,100,opt,name=shuffle_window,json=shuffleWindow,proto3" json:"shuffle_window,omitempty"`
@@ -240,6 +244,13 @@ func (x *BatchPolicy) GetPadIdSet() bool {
 		return x.PadIdSet
 	}
 	return false
+}
+
+func (x *BatchPolicy) GetPlanner() string {
+	if x != nil {
+		return x.Planner
+	}
+	return ""
 }
 
 func (x *BatchPolicy) GetShuffleWindow() uint32 {
@@ -2339,7 +2350,7 @@ var File_gload_proto protoreflect.FileDescriptor
 
 const file_gload_proto_rawDesc = "" +
 	"\n" +
-	"\vgload.proto\x12\bgload.v1\"\xaa\x04\n" +
+	"\vgload.proto\x12\bgload.v1\"\xc4\x04\n" +
 	"\vBatchPolicy\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x1d\n" +
 	"\n" +
@@ -2365,7 +2376,8 @@ const file_gload_proto_rawDesc = "" +
 	"sequential\x18F \x01(\bR\n" +
 	"sequential\x12\x1c\n" +
 	"\n" +
-	"pad_id_set\x18G \x01(\bR\bpadIdSet\x12%\n" +
+	"pad_id_set\x18G \x01(\bR\bpadIdSet\x12\x18\n" +
+	"\aplanner\x18H \x01(\tR\aplanner\x12%\n" +
 	"\x0eshuffle_window\x18d \x01(\rR\rshuffleWindow\"\xb5\x01\n" +
 	"\vResumeState\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x12\n" +

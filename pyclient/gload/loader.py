@@ -148,6 +148,8 @@ class Loader(_Base):
     ``shuffle_window`` W > 0 reads the dataset in shuffled blocks of W consecutive rows, each batch from one block:
     locality for a dataset the server fetches from object storage into a cache smaller than the dataset (rows that
     are near each other in the dataset then meet in batches more often than under the default global shuffle).
+    ``planner`` "auto" (exact plans up to 2^27 rows, lazy windowed plans above), "exact" or "lazy" (O(windows)
+    memory and a first batch in milliseconds at any size; docs/planning-at-scale.md compares them).
 
     Transport: ``"shm"`` (same host: batches are assembled by the server in a shared-memory ring and copied once from
     it, to the device with ``device="cuda"``) or ``"grpc"`` (any host). ``prefetch`` is how many batches the server
@@ -206,6 +208,7 @@ class Loader(_Base):
         warmup: bool = True,
         split_docs: bool = False,
         shuffle_window: int = 0,
+        planner: str = "auto",
         connect_timeout: float = 10.0,
         reconnect_timeout: float = 60.0,
         auth_token: Optional[str] = None,
@@ -286,6 +289,8 @@ class Loader(_Base):
         self.seed = int(seed)
         self.epoch = int(epoch)
         self.prefetch = int(prefetch)
+        if planner not in ("auto", "exact", "lazy"):
+            raise ValueError(f"planner {planner!r}: want 'auto', 'exact' or 'lazy'")
         if boundaries == "auto":
             boundaries, auto_buckets = None, auto_buckets or 8
         elif isinstance(boundaries, str):
@@ -296,7 +301,8 @@ class Loader(_Base):
             boundaries=[int(b) for b in (boundaries or [])], auto_buckets=int(auto_buckets),
             mega_batch_mult=int(mega_batch_mult), remainder=remainder, no_warmup=not warmup or not shuffle,
             split_docs=split_docs, position_start=int(position_start), pad_id=int(pad_id or 0),
-            pad_id_set=pad_id is not None, sequential=not shuffle, shuffle_window=int(shuffle_window))
+            pad_id_set=pad_id is not None, sequential=not shuffle, shuffle_window=int(shuffle_window),
+            planner="" if planner == "auto" else planner)
         self.shuffle = bool(shuffle)
         self.eval = bool(eval)
         self._rank, self._world, self._worker, self._workers = rank, world_size, worker, num_workers

@@ -18,6 +18,10 @@ POLICIES = {
     "tokens": dict(policy="tokens", token_budget=2048, pad_multiple=16),
     "packed": dict(policy="packed", batch_size=2, seq_len=256, position_start=1),
     "auto": dict(batch_size=8, boundaries="auto"),
+    # The lazy planners (exact up to 2^27 rows unless asked for): the same guarantees on a small dataset.
+    "bucketed-lazy": dict(batch_size=8, pad_multiple=32, planner="lazy"),
+    "tokens-lazy": dict(policy="tokens", token_budget=2048, pad_multiple=16, planner="lazy"),
+    "packed-lazy": dict(policy="packed", batch_size=2, seq_len=256, position_start=1, planner="lazy"),
 }
 
 
@@ -48,7 +52,8 @@ def test_epoch_exactly_once(server, datasets, transport, policy):
         pad = {d["name"]: d for d in loader.datasets()}["small"]
         assert pad["pad_from"] == "pad_token" and pad["pad_token"] == "<|pad|>" and pad["pad_id"] > 0
         for b in bs:
-            check_batch(b, policy, pad_id=pad["pad_id"], position_start=POLICIES[policy].get("position_start", 0))
+            check_batch(b, policy.split("-")[0], pad_id=pad["pad_id"],
+                        position_start=POLICIES[policy].get("position_start", 0))
 
 
 def check_batch(b, policy: str, pad_id: int, position_start: int) -> None:
@@ -289,6 +294,7 @@ def test_unreachable(tmp_path):
     (dict(policy="sorted"), "policy.policy"),
     (dict(rank=2, world_size=2), "rank"),
     (dict(policy="packed", batch_size=2), "policy.seq_len"),
+    (dict(batch_size=8, boundaries="auto", planner="lazy"), "policy.auto_buckets"),
 ])
 def test_invalid_argument(server, kw, field):
     with pytest.raises(ValueError) as e:
@@ -298,6 +304,7 @@ def test_invalid_argument(server, kw, field):
 
 def test_client_side_validation():
     for kw in (dict(transport="udp"), dict(batch_size=-1), dict(boundaries="some"), dict(return_tensors="tf"),
+               dict(planner="fast"),
                dict(dtype=np.float32, return_tensors="np")):
         with pytest.raises(ValueError):
             gload.Loader("unix:///x.sock", "d", **{"return_tensors": "np", **kw})
