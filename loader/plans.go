@@ -151,6 +151,7 @@ type planCache struct {
 	wg      sync.WaitGroup  // the flights' goroutines
 
 	observe func(policy string, d time.Duration, hit bool)
+	counts  *countsKeeper // lazy packed plans' counting passes, kept across restarts (nil: none)
 }
 
 type planEntry struct {
@@ -208,7 +209,7 @@ func (c *planCache) storeLocked(k planKey, p epochPlan) {
 // bucket.LazyThreshold rows, a lazy block plan above (bucket.NewEpochPlan), whose counting pass runs on every core.
 func (c *planCache) get(ctx context.Context, k planKey, lengths bucket.Lengths, cfg bucket.Config) (epochPlan, error) {
 	return c.getWith(ctx, k, string(cfg.Policy), func(context.Context) (epochPlan, error) {
-		p, err := bucket.NewEpochPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg, bucket.Parallel)
+		p, err := c.counts.newEpochPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg, bucket.Parallel)
 		if err != nil {
 			return nil, err
 		}

@@ -111,6 +111,7 @@ func NewServer(cfg Config) (*Server, error) {
 		gauge: func(n int64) { s.metrics.bufferBytes.Set(float64(n)) }}
 	s.abort, s.abortFunc = context.WithCancel(context.Background())
 	s.plans = newPlanCache(s.abort, cfg.PlanCacheSize, s.metrics.observePlan)
+	s.plans.counts = newCountsKeeper(cfg.PlanCountsDir, s.log)
 
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newServerCodec()),

@@ -3,14 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/gload/gload/internal/version"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gload/gload/internal/version"
 	"github.com/gload/gload/loader"
 	"github.com/gload/gload/loader/access"
 	"github.com/gload/gload/loader/dataset"
@@ -46,6 +47,7 @@ type serveOptions struct {
 	authTimeout     time.Duration
 	noWriteIndex    bool
 	indexDir        string
+	planCountsDir   string
 	verify          bool
 	watchInterval   time.Duration
 	watchWindow     time.Duration
@@ -111,6 +113,7 @@ clients take to start or attach to it; removed on exit).`,
 	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
 	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index or freshness stamp anywhere")
 	f.StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index (Hugging Face) and read-only directories")
+	f.StringVar(&o.planCountsDir, "plan-counts-dir", defaultPlanCountsDir(), "keeps the counting passes of lazy packed plans (past 2^27 rows) so a restart plans in under a second; private to you (0700); \"\": keep none")
 	f.BoolVar(&o.verify, "verify", false, "hash every shard at start and compare with the index, even when size and times are unchanged")
 	f.DurationVar(&o.watchInterval, "watch-interval", time.Second, "how often the GPU watch polls NVML")
 	f.DurationVar(&o.watchWindow, "watch-window", time.Minute, "sliding window of the GPU watch's statistics and verdict")
@@ -267,6 +270,7 @@ func (o *serveOptions) startSteps(datasets map[string]string) (serveStart, error
 		TLSKeyFile:        o.tlsKey,
 		NoWriteIndex:      o.noWriteIndex,
 		IndexDir:          o.indexDir,
+		PlanCountsDir:     o.planCountsDir,
 		VerifyContent:     o.verify,
 		WatchOptions:      gpuwatch.Options{Interval: o.watchInterval, Window: o.watchWindow},
 		NoGPUWatch:        o.noGPUWatch,
@@ -298,4 +302,12 @@ func closeAfter(err error, srv *loader.Server) error {
 		return fmt.Errorf("%w (closing: %v)", err, cerr)
 	}
 	return err
+}
+
+// defaultPlanCountsDir is the user cache directory's gload/plans ("" without one: nothing kept).
+func defaultPlanCountsDir() string {
+	if d := dataset.DefaultIndexDir(); d != "" {
+		return filepath.Join(d, "plans")
+	}
+	return ""
 }

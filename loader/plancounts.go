@@ -1,0 +1,210 @@
+package loader
+
+// Kept counting passes. A lazy packed plan (bucket.NewLazyPacked: packed policy past 2^27 rows, or planner "lazy")
+// packs every window once before its first batch to count the epoch's batches: tens of seconds past 10^9 rows. Its
+// result (bucket.PackedCounts, a few bytes per window) is kept here, one file per plan key, so that a restarted
+// server, or a job resuming the same epoch, plans in a fraction of a second (bucket.NewLazyPackedFrom, which checks
+// the counts' key and re-packs some windows to compare).
+//
+// This room holds the directory and its files only; it does not choose planners (bucket.EpochPlanner does) and never
+// fails a plan: a directory that is not private to the user, a file that does not decode, or counts the plan refuses
+// are logged and the plan is counted again. The directory must be private (internal/privdir): bucket trusts the
+// counts of windows it does not re-pack, so another user who could write here could make batches go wrong.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/internal/privdir"
+	"github.com/gload/gload/internal/safename"
+)
+
+const (
+	// countsExt names the kept files: <32 hex digits of SHA-256 of the plan key>.counts.
+	countsExt = ".counts"
+	// maxCountsFiles bounds the directory: saving beyond it removes the oldest files (by modification time).
+	maxCountsFiles = 256
+	// maxCountsBytes bounds a file read: 4 bytes per window of 2^20 rows up to bucket.MaxPlanRows, plus the header.
+	maxCountsBytes = 4*(bucket.MaxPlanRows>>20) + 1<<16
+)
+
+// countsKeeper keeps lazy packed plans' counts in dir. A nil keeper keeps nothing.
+type countsKeeper struct {
+	dir string
+	log *slog.Logger
+
+	mu      sync.Mutex
+	checked bool  // dir was checked (once, at first use)
+	dirErr  error // why dir is not used, or nil
+	loaded  int   // plans made from kept counts (tests)
+}
+
+// newCountsKeeper returns a keeper over dir, or nil when dir is "" (nothing kept).
+func newCountsKeeper(dir string, log *slog.Logger) *countsKeeper {
+	if dir == "" {
+		return nil
+	}
+	return &countsKeeper{dir: dir, log: log}
+}
+
+// usable makes dir private to the user on first use (privdir.Ensure) and reports whether it can be used; the first
+// failure is logged once.
+func (k *countsKeeper) usable() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.checked {
+		k.checked = true
+		if err := privdir.Ensure(k.dir); err != nil {
+			k.dirErr = err
+			k.log.Warn("plan counts are not kept: the directory cannot be used; packed plans past 2^27 rows count again on every start",
+				"dir", k.dir, "err", err)
+		}
+	}
+	return k.dirErr == nil
+}
+
+// path is the file of the plan key.
+func (k *countsKeeper) path(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(k.dir, hex.EncodeToString(sum[:16])+countsExt)
+}
+
+// newEpochPlan is bucket.NewEpochPlan, with a lazy packed plan's counting pass taken from the kept file when there
+// is one the plan accepts, and kept after it ran otherwise.
+func (k *countsKeeper) newEpochPlan(lengths bucket.Lengths, fingerprint string, seed uint64, epoch int, cfg bucket.Config, run bucket.Runner) (bucket.EpochPlan, error) {
+	n := lengths.Len()
+	if k == nil || bucket.EpochPlanner(n, cfg) != "lazy-packed" || !k.usable() {
+		return bucket.NewEpochPlan(lengths, fingerprint, seed, epoch, cfg, run)
+	}
+	key, err := bucket.LazyPackedKey(n, fingerprint, seed, epoch, cfg)
+	if err != nil {
+		return nil, err // the configuration's own error, as NewEpochPlan would give it
+	}
+	path := k.path(key)
+	if counts, err := k.read(path); err == nil {
+		p, err := bucket.NewLazyPackedFrom(lengths, fingerprint, seed, epoch, cfg, counts)
+		if err == nil {
+			k.mu.Lock()
+			k.loaded++
+			k.mu.Unlock()
+			return p, nil
+		}
+		k.log.Warn("kept plan counts refused; counting again", "file", path, "err", err)
+		_ = os.Remove(path)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		k.log.Warn("kept plan counts unreadable; counting again", "file", path, "err", err)
+		_ = os.Remove(path)
+	}
+	p, err := bucket.NewEpochPlan(lengths, fingerprint, seed, epoch, cfg, run)
+	if err != nil {
+		return nil, err
+	}
+	if lp, ok := p.(*bucket.LazyPacked); ok {
+		if err := k.write(path, lp.Counts()); err != nil {
+			k.log.Warn("plan counts not kept", "file", path, "err", err)
+		}
+	}
+	return p, nil
+}
+
+// read decodes the file at path: a regular file (no symbolic link followed) of at most maxCountsBytes; bucket
+// checks its checksum and sizes.
+func (k *countsKeeper) read(path string) (bucket.PackedCounts, error) {
+	var c bucket.PackedCounts
+	f, _, err := safename.OpenRegular(path)
+	if err != nil {
+		return c, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxCountsBytes+1))
+	if err != nil {
+		return c, err
+	}
+	if len(data) > maxCountsBytes {
+		return c, fmt.Errorf("%s is larger than %d bytes", path, maxCountsBytes)
+	}
+	if err := c.UnmarshalBinary(data); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// write keeps counts at path (a temporary file renamed into place, 0600), then trims the directory to
+// maxCountsFiles files.
+func (k *countsKeeper) write(path string, counts bucket.PackedCounts) error {
+	data, err := counts.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(k.dir, ".counts-*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp.Name())
+		return werr
+	}
+	k.trim()
+	return nil
+}
+
+// trim removes the oldest kept files beyond maxCountsFiles.
+func (k *countsKeeper) trim() {
+	ents, err := os.ReadDir(k.dir)
+	if err != nil {
+		return
+	}
+	type kept struct {
+		name string
+		mod  int64
+	}
+	var files []kept
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), countsExt) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			files = append(files, kept{e.Name(), fi.ModTime().UnixNano()})
+		}
+	}
+	if len(files) <= maxCountsFiles {
+		return
+	}
+	slices.SortFunc(files, func(a, b kept) int {
+		if a.mod != b.mod {
+			return int(min(max(a.mod-b.mod, -1), 1))
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	for _, f := range files[:len(files)-maxCountsFiles] {
+		_ = os.Remove(filepath.Join(k.dir, f.name))
+	}
+}
+
+// loadedCount is how many plans were made from kept counts.
+func (k *countsKeeper) loadedCount() int {
+	if k == nil {
+		return 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.loaded
+}

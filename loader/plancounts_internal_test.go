@@ -1,0 +1,201 @@
+package loader
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gload/gload/bucket"
+	"github.com/gload/gload/loader/dataset"
+	"github.com/gload/gload/proto/gloadpb"
+)
+
+// lockedBuffer is a log sink several goroutines may write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// countsDataset writes a dataset of n rows of lengths 1…700 into a temporary directory.
+func countsDataset(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := dataset.CreateShard(dir, 0, dataset.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		row := make([]int32, 1+(i*7919)%700)
+		if err := w.Append(row, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, dataset.WriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestKeptPlanCounts: a server keeps a lazy packed plan's counting pass in PlanCountsDir, a restarted server plans
+// the same epoch from it (the same plan hash, no counting), and every way the kept file can be wrong (corrupt,
+// another plan's counts, a directory that is not private) costs only a count again with a warning, never another
+// plan or a failed one. Exact plans keep nothing.
+func TestKeptPlanCounts(t *testing.T) {
+	ds := countsDataset(t, 3000)
+	countsDir := filepath.Join(t.TempDir(), "plans")
+	policy := func(epoch uint32, planner string) *gloadpb.Open {
+		return &gloadpb.Open{Dataset: "d", Seed: 3, Epoch: epoch,
+			Policy: &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 2, SeqLen: 512, Planner: planner}}
+	}
+	// plan starts a server over ds with countsDir, plans open, and returns the plan's hash, how many plans the
+	// server made from kept counts, and its log.
+	plan := func(countsDir string, open *gloadpb.Open) (string, int, string) {
+		t.Helper()
+		var log lockedBuffer
+		s, err := NewServer(Config{Datasets: map[string]string{"d": ds}, NoGPUWatch: true, PlanCountsDir: countsDir,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		c, err := s.resolve(t.Context(), open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, lazy := c.plan.(*bucket.LazyPacked); lazy != (open.Policy.Planner == "lazy") {
+			t.Fatalf("planner %q planned with %T", open.Policy.Planner, c.plan)
+		}
+		return c.plan.(interface{ Hash() string }).Hash(), s.plans.counts.loadedCount(), log.String()
+	}
+	kept := func() []string {
+		t.Helper()
+		files, _ := filepath.Glob(filepath.Join(countsDir, "*"+countsExt))
+		return files
+	}
+
+	want, loaded, _ := plan(countsDir, policy(1, "lazy"))
+	files := kept()
+	if loaded != 0 || len(files) != 1 {
+		t.Fatalf("first start: %d plans from kept counts, files %v; want 0 and one file", loaded, files)
+	}
+	if fi, err := os.Stat(countsDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("counts directory: %v, %v; want mode 0700", fi, err)
+	}
+	if fi, err := os.Stat(files[0]); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("counts file: %v, %v; want no access for others", fi, err)
+	}
+
+	// A restart plans from the kept counts: the same plan.
+	if got, loaded, _ := plan(countsDir, policy(1, "lazy")); got != want || loaded != 1 {
+		t.Fatalf("restart: hash %s, %d plans from kept counts; want %s and 1", got, loaded, want)
+	}
+
+	good, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Epoch 2's counts, kept, then put where epoch 1's are looked for.
+	plan(countsDir, policy(2, "lazy"))
+	var other []byte
+	for _, f := range kept() {
+		if f != files[0] {
+			other, _ = os.ReadFile(f)
+		}
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 0x40
+	for _, tc := range []struct {
+		name string
+		data []byte
+		warn string
+	}{
+		{"corrupt file", flipped, "unreadable"},
+		{"another plan's counts", other, "refused"},
+		{"empty file", nil, "unreadable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(files[0], tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, loaded, log := plan(countsDir, policy(1, "lazy"))
+			if got != want || loaded != 0 || !strings.Contains(log, tc.warn) {
+				t.Fatalf("hash %s, %d plans from kept counts, log %q; want %s, 0 and a warning %q", got, loaded, log, want, tc.warn)
+			}
+			if again, err := os.ReadFile(files[0]); err != nil || !bytes.Equal(again, good) {
+				t.Fatalf("the counts were not kept again after the count: %v", err)
+			}
+		})
+	}
+
+	// A counts directory planted as a symbolic link is not used: the plan is counted, nothing is written through it.
+	elsewhere := t.TempDir()
+	link := filepath.Join(t.TempDir(), "plans")
+	if err := os.Symlink(elsewhere, link); err != nil {
+		t.Fatal(err)
+	}
+	got, loaded, log := plan(link, policy(1, "lazy"))
+	if ents, _ := os.ReadDir(elsewhere); got != want || loaded != 0 || len(ents) != 0 || !strings.Contains(log, "symbolic link") {
+		t.Fatalf("through a symlink: hash %s, %d loaded, %d files written there, log %q", got, loaded, len(ents), log)
+	}
+
+	// Exact plans keep nothing.
+	fresh := filepath.Join(t.TempDir(), "plans")
+	plan(fresh, policy(1, ""))
+	if ents, _ := os.ReadDir(fresh); len(ents) != 0 {
+		t.Fatalf("an exact plan kept %d files", len(ents))
+	}
+}
+
+// TestKeptPlanCountsTrimmed: the directory holds at most maxCountsFiles files; the oldest go first.
+func TestKeptPlanCountsTrimmed(t *testing.T) {
+	dir := t.TempDir()
+	k := newCountsKeeper(dir, slog.New(slog.DiscardHandler))
+	if !k.usable() {
+		t.Fatal("a fresh temporary directory is not usable")
+	}
+	p, err := bucket.NewLazyPacked(bucket.Synthetic{Rows: 5000, Seed: 1}, "fp", 1, 0, bucket.Config{Policy: bucket.Packed, BatchSize: 2, SeqLen: 4096}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest := filepath.Join(dir, "0-oldest"+countsExt)
+	if err := k.write(oldest, p.Counts()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(oldest, time.Unix(1, 0), time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxCountsFiles {
+		if err := k.write(filepath.Join(dir, fmt.Sprintf("f%04d%s", i, countsExt)), p.Counts()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != maxCountsFiles {
+		t.Fatalf("%d files kept, want %d", len(ents), maxCountsFiles)
+	}
+	if _, err := os.Stat(oldest); !os.IsNotExist(err) {
+		t.Fatalf("the oldest file was kept: %v", err)
+	}
+}
