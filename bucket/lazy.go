@@ -147,6 +147,16 @@ type LazyPlan struct {
 // (a warm-up within the first window: see the package documentation); AutoBuckets, ShuffleWindow, Sequential and
 // packed are errors. Under tokens it reads every length once (the counting pass, through run); under bucketed none.
 func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, run Runner) (*LazyPlan, error) {
+	p, err := newLazyPlan(lengths.Len(), lengths, fingerprint, seed, epoch, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p.finish(run, nil)
+}
+
+// newLazyPlan checks the configuration and lays out the plan of n rows, without counting or reading lengths (nil
+// lengths: only the key is wanted).
+func newLazyPlan(n int64, lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config) (*LazyPlan, error) {
 	c, err := cfg.normalize()
 	if err != nil {
 		return nil, err
@@ -164,8 +174,7 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 	case c.ShuffleWindow > 0:
 		return nil, cfgErr("shuffle_window", "not supported by the lazy plan (it reads the dataset in windows of %d rows already)", LazyBlockRows*LazyWindowBlocks)
 	}
-	run = run.orSerial()
-	layout, err := newLazyLayout(lengths.Len(), fingerprint, seed, epoch, c.Remainder)
+	layout, err := newLazyLayout(n, fingerprint, seed, epoch, c.Remainder)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +187,14 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 		p.pd = newMultiplePadder(limit, c.PadMultiple)
 	}
 	p.keyBatch = streamKey(fingerprint, seed, epoch, streamLazyBatches)
+	return p, nil
+}
+
+// finish reads the lengths: the tokens budget check, every window's rows and batches (kept: the tokens plan's
+// batches per window, already known; nil: counted, building every window through run), window 0, the warm-up and
+// the bound.
+func (p *LazyPlan) finish(run Runner, kept []int64) (*LazyPlan, error) {
+	c := p.cfg
 	if c.Policy == Tokens {
 		if err := p.checkBudget(); err != nil {
 			return nil, err
@@ -185,18 +202,22 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 	}
 	nwin := p.windows()
 	p.winRows = make([]int32, nwin)
-	counts := make([]int64, nwin)
-	run(nwin, func(w int) {
+	counts := kept
+	if counts == nil {
+		counts = make([]int64, nwin)
+	}
+	run.orSerial()(nwin, func(w int) {
 		var blk [LazyWindowBlocks]int64
 		_, rows := p.windowBlocks(int64(w), &blk)
 		p.winRows[w] = int32(rows)
-		if c.Policy == Bucketed {
+		switch {
+		case c.Policy == Bucketed:
 			mb := int64(c.MegaBatchMult) * int64(c.BatchSize)
 			full, rem := rows/mb, rows%mb
 			counts[w] = full*int64(c.MegaBatchMult) + (rem+int64(c.BatchSize)-1)/int64(c.BatchSize)
-			return
+		case kept == nil:
+			counts[w] = int64(len(p.buildWindow(int64(w)).boff) - 1)
 		}
-		counts[w] = int64(len(p.buildWindow(int64(w)).boff) - 1)
 	})
 	if err := p.setCounts(counts); err != nil {
 		return nil, err
@@ -207,12 +228,12 @@ func NewLazyPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, cf
 		p.summarize(t)
 		if c.WarmupShapes {
 			p.warmup(t)
-			if lr, ok := lengths.(LongestRower); ok {
+			if lr, ok := p.lengths.(LongestRower); ok {
 				p.lead = p.positionOf(lr.LongestRow())
 			}
 		}
 	}
-	p.bound = p.boundFor(MaxLengthOf(lengths)) // a pass over the lengths unless they are a MaxLengther
+	p.bound = p.boundFor(MaxLengthOf(p.lengths)) // a pass over the lengths unless they are a MaxLengther
 	return p, nil
 }
 

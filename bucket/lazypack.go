@@ -1,9 +1,6 @@
 package bucket
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -515,70 +512,16 @@ func (p *LazyPacked) Shape(g int) Shape {
 // u64le(windows) ‖ u32le(Rows[w]) for every window ‖ u64le of Pieces, RealTokens, Tokens, MaxBatchPieces ‖ the
 // first 16 bytes of SHA-256 of everything before.
 func (c PackedCounts) MarshalBinary() ([]byte, error) {
-	b := append([]byte(lazyPackedCountsAlgorithm), 0)
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(c.Key)))
-	b = append(b, c.Key...)
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(c.Rows)))
-	for _, r := range c.Rows {
-		b = binary.LittleEndian.AppendUint32(b, uint32(r))
-	}
-	for _, v := range []int64{c.Pieces, c.RealTokens, c.Tokens, c.MaxBatchPieces} {
-		b = binary.LittleEndian.AppendUint64(b, uint64(v))
-	}
-	sum := sha256.Sum256(b)
-	return append(b, sum[:16]...), nil
+	return encodeWindowCounts(lazyPackedCountsAlgorithm, c.Key, c.Rows, []int64{c.Pieces, c.RealTokens, c.Tokens, c.MaxBatchPieces}), nil
 }
 
 // UnmarshalBinary decodes counts encoded by MarshalBinary, checking their checksum and every size before use.
 func (c *PackedCounts) UnmarshalBinary(data []byte) error {
-	bad := func(what string) error { return fmt.Errorf("lazy packed counts: %s (%d bytes)", what, len(data)) }
-	head := append([]byte(lazyPackedCountsAlgorithm), 0)
-	if !bytes.HasPrefix(data, head) {
-		return bad("not lazy packed counts of version v1")
+	key, rows, totals, err := decodeWindowCounts(lazyPackedCountsAlgorithm, "lazy packed counts", "packed rows", data, 4)
+	if err != nil {
+		return err
 	}
-	if len(data) < len(head)+16 {
-		return bad("truncated")
-	}
-	body, sum := data[:len(data)-16], data[len(data)-16:]
-	if h := sha256.Sum256(body); !bytes.Equal(h[:16], sum) {
-		return bad("checksum mismatch")
-	}
-	r := body[len(head):]
-	u64 := func() (uint64, bool) {
-		if len(r) < 8 {
-			return 0, false
-		}
-		v := binary.LittleEndian.Uint64(r)
-		r = r[8:]
-		return v, true
-	}
-	kl, ok := u64()
-	if !ok || kl > 1024 || uint64(len(r)) < kl {
-		return bad("bad key")
-	}
-	key := string(r[:kl])
-	r = r[kl:]
-	nw, ok := u64()
-	if !ok || nw > MaxPlanRows/(LazyBlockRows*LazyWindowBlocks)+1 || uint64(len(r)) != nw*4+32 {
-		return bad("bad window count")
-	}
-	out := PackedCounts{Key: key, Rows: make([]int32, nw)}
-	for w := range out.Rows {
-		v := binary.LittleEndian.Uint32(r[4*w:])
-		if v > math.MaxInt32 {
-			return bad(fmt.Sprintf("window %d: %d packed rows", w, v))
-		}
-		out.Rows[w] = int32(v)
-	}
-	r = r[4*nw:]
-	for _, f := range []*int64{&out.Pieces, &out.RealTokens, &out.Tokens, &out.MaxBatchPieces} {
-		v, _ := u64()
-		if v > math.MaxInt64 {
-			return bad("bad total")
-		}
-		*f = int64(v)
-	}
-	*c = out
+	*c = PackedCounts{Key: key, Rows: rows, Pieces: totals[0], RealTokens: totals[1], Tokens: totals[2], MaxBatchPieces: totals[3]}
 	return nil
 }
 

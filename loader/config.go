@@ -94,9 +94,9 @@ type Config struct {
 	// indexes of datasets Hugging Face wrote, and stamps of read-only
 	// directories, go there. "": beside the shards.
 	IndexDir string
-	// PlanCountsDir keeps the counting passes of lazy packed plans (plancounts.go), so that a restarted server plans
-	// the same epoch without packing every window again; made private to the user (0700) on first use. "": none
-	// kept. `gload serve` defaults it to the user cache directory's gload/plans.
+	// PlanCountsDir keeps the counting passes of lazy tokens and packed plans (plancounts.go), so that a restarted
+	// server plans the same epoch without building every window again; made private to the user (0700) on first
+	// use. "": none kept. `gload serve` defaults it to the user cache directory's gload/plans.
 	PlanCountsDir string
 	// VerifyContent hashes every shard at start and compares it with the
 	// index, even when size, mtime, ctime and inode say it did not change.

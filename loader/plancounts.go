@@ -1,10 +1,10 @@
 package loader
 
-// Kept counting passes. A lazy packed plan (bucket.NewLazyPacked: packed policy past 2^27 rows, or planner "lazy")
-// packs every window once before its first batch to count the epoch's batches: tens of seconds past 10^9 rows. Its
-// result (bucket.PackedCounts, a few bytes per window) is kept here, one file per plan key, so that a restarted
-// server, or a job resuming the same epoch, plans in a fraction of a second (bucket.NewLazyPackedFrom, which checks
-// the counts' key and re-packs some windows to compare).
+// Kept counting passes. A lazy packed or tokens plan (past 2^27 rows, or planner "lazy") packs or builds every
+// window once before its first batch to count the epoch's batches: tens of seconds past 10^9 rows. The result
+// (bucket.PackedCounts, bucket.TokensCounts: 4 bytes per window) is kept here, one file per plan key, so that a
+// restarted server, or a job resuming the same epoch, plans in a fraction of a second (bucket.NewLazyPackedFrom,
+// bucket.NewLazyPlanFrom, which check the counts' key and build some windows again to compare).
 //
 // This room holds the directory and its files only; it does not choose planners (bucket.EpochPlanner does) and never
 // fails a plan: a directory that is not private to the user, a file that does not decode, or counts the plan refuses
@@ -80,20 +80,25 @@ func (k *countsKeeper) path(key string) string {
 	return filepath.Join(k.dir, hex.EncodeToString(sum[:16])+countsExt)
 }
 
-// newEpochPlan is bucket.NewEpochPlan, with a lazy packed plan's counting pass taken from the kept file when there
-// is one the plan accepts, and kept after it ran otherwise.
+// newEpochPlan is bucket.NewEpochPlan, with the counting pass of a lazy packed or tokens plan taken from the kept
+// file when there is one the plan accepts, and kept after it ran otherwise.
 func (k *countsKeeper) newEpochPlan(lengths bucket.Lengths, fingerprint string, seed uint64, epoch int, cfg bucket.Config, run bucket.Runner) (bucket.EpochPlan, error) {
-	n := lengths.Len()
-	if k == nil || bucket.EpochPlanner(n, cfg) != "lazy-packed" || !k.usable() {
-		return bucket.NewEpochPlan(lengths, fingerprint, seed, epoch, cfg, run)
-	}
-	key, err := bucket.LazyPackedKey(n, fingerprint, seed, epoch, cfg)
+	kind, err := k.kindOf(lengths, fingerprint, seed, epoch, cfg, run)
 	if err != nil {
 		return nil, err // the configuration's own error, as NewEpochPlan would give it
 	}
-	path := k.path(key)
-	if counts, err := k.read(path); err == nil {
-		p, err := bucket.NewLazyPackedFrom(lengths, fingerprint, seed, epoch, cfg, counts)
+	if kind == nil {
+		return bucket.NewEpochPlan(lengths, fingerprint, seed, epoch, cfg, run)
+	}
+	path := k.path(kind.key)
+	data, err := k.read(path)
+	var plan func() (bucket.EpochPlan, error)
+	if err == nil {
+		plan, err = kind.decode(data)
+	}
+	switch {
+	case err == nil:
+		p, err := plan()
 		if err == nil {
 			k.mu.Lock()
 			k.loaded++
@@ -102,7 +107,7 @@ func (k *countsKeeper) newEpochPlan(lengths bucket.Lengths, fingerprint string, 
 		}
 		k.log.Warn("kept plan counts refused; counting again", "file", path, "err", err)
 		_ = os.Remove(path)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	case !errors.Is(err, fs.ErrNotExist):
 		k.log.Warn("kept plan counts unreadable; counting again", "file", path, "err", err)
 		_ = os.Remove(path)
 	}
@@ -110,43 +115,100 @@ func (k *countsKeeper) newEpochPlan(lengths bucket.Lengths, fingerprint string, 
 	if err != nil {
 		return nil, err
 	}
-	if lp, ok := p.(*bucket.LazyPacked); ok {
-		if err := k.write(path, lp.Counts()); err != nil {
+	if data, ok := kind.encode(p); ok {
+		if err := k.write(path, data); err != nil {
 			k.log.Warn("plan counts not kept", "file", path, "err", err)
 		}
 	}
 	return p, nil
 }
 
-// read decodes the file at path: a regular file (no symbolic link followed) of at most maxCountsBytes; bucket
-// checks its checksum and sizes.
-func (k *countsKeeper) read(path string) (bucket.PackedCounts, error) {
-	var c bucket.PackedCounts
+// countsKind is how one kind of plan's counts are keyed, decoded into a plan and encoded from one.
+type countsKind struct {
+	key    string
+	decode func(data []byte) (plan func() (bucket.EpochPlan, error), err error)
+	encode func(p bucket.EpochPlan) ([]byte, bool)
+}
+
+// kindOf returns how the plan NewEpochPlan would make keeps its counts, or nil when it has none to keep (exact and
+// bucketed plans) or when nothing is kept.
+func (k *countsKeeper) kindOf(lengths bucket.Lengths, fingerprint string, seed uint64, epoch int, cfg bucket.Config, run bucket.Runner) (*countsKind, error) {
+	if k == nil {
+		return nil, nil
+	}
+	n := lengths.Len()
+	switch planner := bucket.EpochPlanner(n, cfg); {
+	case planner == "lazy-packed" && k.usable():
+		key, err := bucket.LazyPackedKey(n, fingerprint, seed, epoch, cfg)
+		return &countsKind{key: key,
+			decode: func(data []byte) (func() (bucket.EpochPlan, error), error) {
+				var c bucket.PackedCounts
+				if err := c.UnmarshalBinary(data); err != nil {
+					return nil, err
+				}
+				return func() (bucket.EpochPlan, error) {
+					return bucket.NewLazyPackedFrom(lengths, fingerprint, seed, epoch, cfg, c)
+				}, nil
+			},
+			encode: func(p bucket.EpochPlan) ([]byte, bool) {
+				lp, ok := p.(*bucket.LazyPacked)
+				if !ok {
+					return nil, false
+				}
+				b, err := lp.Counts().MarshalBinary()
+				return b, err == nil
+			},
+		}, err
+	case planner == "lazy" && cfg.Policy == bucket.Tokens && k.usable():
+		key, err := bucket.LazyTokensKey(n, fingerprint, seed, epoch, cfg)
+		return &countsKind{key: key,
+			decode: func(data []byte) (func() (bucket.EpochPlan, error), error) {
+				var c bucket.TokensCounts
+				if err := c.UnmarshalBinary(data); err != nil {
+					return nil, err
+				}
+				return func() (bucket.EpochPlan, error) {
+					return bucket.NewLazyPlanFrom(lengths, fingerprint, seed, epoch, cfg, c, run)
+				}, nil
+			},
+			encode: func(p bucket.EpochPlan) ([]byte, bool) {
+				lp, ok := p.(*bucket.LazyPlan)
+				if !ok {
+					return nil, false
+				}
+				c, ok := lp.Counts()
+				if !ok {
+					return nil, false
+				}
+				b, err := c.MarshalBinary()
+				return b, err == nil
+			},
+		}, err
+	}
+	return nil, nil
+}
+
+// read returns the file at path: a regular file (no symbolic link followed) of at most maxCountsBytes; bucket
+// checks its checksum and sizes when it decodes it.
+func (k *countsKeeper) read(path string) ([]byte, error) {
 	f, _, err := safename.OpenRegular(path)
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxCountsBytes+1))
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	if len(data) > maxCountsBytes {
-		return c, fmt.Errorf("%s is larger than %d bytes", path, maxCountsBytes)
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxCountsBytes)
 	}
-	if err := c.UnmarshalBinary(data); err != nil {
-		return c, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return data, nil
 }
 
-// write keeps counts at path (a temporary file renamed into place, 0600), then trims the directory to
+// write keeps data at path (a temporary file renamed into place, 0600), then trims the directory to
 // maxCountsFiles files.
-func (k *countsKeeper) write(path string, counts bucket.PackedCounts) error {
-	data, err := counts.MarshalBinary()
-	if err != nil {
-		return err
-	}
+func (k *countsKeeper) write(path string, data []byte) error {
 	tmp, err := os.CreateTemp(k.dir, ".counts-*")
 	if err != nil {
 		return err

@@ -6,10 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gload/gload/bucket"
 	"github.com/gload/gload/loader/dataset"
@@ -58,16 +61,30 @@ func countsDataset(t *testing.T, n int) string {
 	return dir
 }
 
-// TestKeptPlanCounts: a server keeps a lazy packed plan's counting pass in PlanCountsDir, a restarted server plans
+// TestKeptPlanCounts: a server keeps a lazy packed or tokens plan's counting pass in PlanCountsDir, a restarted server plans
 // the same epoch from it (the same plan hash, no counting), and every way the kept file can be wrong (corrupt,
 // another plan's counts, a directory that is not private) costs only a count again with a warning, never another
 // plan or a failed one. Exact plans keep nothing.
 func TestKeptPlanCounts(t *testing.T) {
 	ds := countsDataset(t, 3000)
+	for _, tc := range []struct {
+		name   string
+		policy *gloadpb.BatchPolicy
+		lazy   any // the lazy plan's type
+	}{
+		{"packed", &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 2, SeqLen: 512}, (*bucket.LazyPacked)(nil)},
+		{"tokens", &gloadpb.BatchPolicy{Policy: "tokens", TokenBudget: 4096}, (*bucket.LazyPlan)(nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testKeptPlanCounts(t, ds, tc.policy, tc.lazy) })
+	}
+}
+
+func testKeptPlanCounts(t *testing.T, ds string, base *gloadpb.BatchPolicy, lazyType any) {
 	countsDir := filepath.Join(t.TempDir(), "plans")
 	policy := func(epoch uint32, planner string) *gloadpb.Open {
-		return &gloadpb.Open{Dataset: "d", Seed: 3, Epoch: epoch,
-			Policy: &gloadpb.BatchPolicy{Policy: "packed", BatchSize: 2, SeqLen: 512, Planner: planner}}
+		p := proto.Clone(base).(*gloadpb.BatchPolicy)
+		p.Planner = planner
+		return &gloadpb.Open{Dataset: "d", Seed: 3, Epoch: epoch, Policy: p}
 	}
 	// plan starts a server over ds with countsDir, plans open, and returns the plan's hash, how many plans the
 	// server made from kept counts, and its log.
@@ -84,7 +101,7 @@ func TestKeptPlanCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, lazy := c.plan.(*bucket.LazyPacked); lazy != (open.Policy.Planner == "lazy") {
+		if lazy := reflect.TypeOf(c.plan) == reflect.TypeOf(lazyType); lazy != (open.Policy.Planner == "lazy") {
 			t.Fatalf("planner %q planned with %T", open.Policy.Planner, c.plan)
 		}
 		return c.plan.(interface{ Hash() string }).Hash(), s.plans.counts.loadedCount(), log.String()
@@ -180,14 +197,18 @@ func TestKeptPlanCountsTrimmed(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldest := filepath.Join(dir, "0-oldest"+countsExt)
-	if err := k.write(oldest, p.Counts()); err != nil {
+	data, err := p.Counts().MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.write(oldest, data); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chtimes(oldest, time.Unix(1, 0), time.Unix(1, 0)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range maxCountsFiles {
-		if err := k.write(filepath.Join(dir, fmt.Sprintf("f%04d%s", i, countsExt)), p.Counts()); err != nil {
+		if err := k.write(filepath.Join(dir, fmt.Sprintf("f%04d%s", i, countsExt)), data); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -113,7 +113,7 @@ clients take to start or attach to it; removed on exit).`,
 	f.IntVar(&o.maxClientLabels, "max-client-labels", loader.DefaultMaxClientLabels, "distinct client ids labelled in metrics")
 	f.BoolVar(&o.noWriteIndex, "no-write-index", false, "do not store a rebuilt gload.index or freshness stamp anywhere")
 	f.StringVar(&o.indexDir, "index-dir", dataset.DefaultIndexDir(), "index cache for datasets without their own gload.index (Hugging Face) and read-only directories")
-	f.StringVar(&o.planCountsDir, "plan-counts-dir", defaultPlanCountsDir(), "keeps the counting passes of lazy packed plans (past 2^27 rows) so a restart plans in under a second; private to you (0700); \"\": keep none")
+	f.StringVar(&o.planCountsDir, "plan-counts-dir", defaultPlanCountsDir(), "keeps the counting passes of lazy tokens and packed plans (past 2^27 rows) so a restart plans in under a second; private to you (0700); \"\": keep none")
 	f.BoolVar(&o.verify, "verify", false, "hash every shard at start and compare with the index, even when size and times are unchanged")
 	f.DurationVar(&o.watchInterval, "watch-interval", time.Second, "how often the GPU watch polls NVML")
 	f.DurationVar(&o.watchWindow, "watch-window", time.Minute, "sliding window of the GPU watch's statistics and verdict")
