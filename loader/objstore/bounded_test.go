@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -248,6 +249,12 @@ func TestDownloadTrickleHitsDeadline(t *testing.T) {
 // endlessListing answers every ListObjectsV2 page with one more object and a fresh continuation token, for ever
 // (a hostile or broken store); stall, if set, makes every page after the first hang until the client gives up.
 func endlessListing(t *testing.T, stall bool) (*httptest.Server, *atomic.Int64) {
+	return listing(t, stall, "ds/shard-%09d.arrow", 1, true)
+}
+
+// listing answers ListObjectsV2 with pages of perPage keys named by the format key (of a running number), truncated
+// (another page follows, for ever) or not; stall makes every page after the first hang until the client gives up.
+func listing(t *testing.T, stall bool, key string, perPage int, truncated bool) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var pages atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -263,10 +270,13 @@ func endlessListing(t *testing.T, stall bool) (*httptest.Server, *atomic.Int64) 
 		w.Header().Set("Content-Type", "application/xml")
 		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
 <ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>hostile</Name><Prefix>ds/</Prefix>
-<KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>
-<NextContinuationToken>page-%d</NextContinuationToken>
-<Contents><Key>ds/shard-%09d.arrow</Key><Size>1</Size><ETag>"0123456789abcdef0123456789abcdef"</ETag>
-<LastModified>2023-11-14T22:13:20.000Z</LastModified></Contents></ListBucketResult>`, n, n)
+<KeyCount>%d</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>%v</IsTruncated>
+<NextContinuationToken>page-%d</NextContinuationToken>`, perPage, truncated, n)
+		for i := range perPage {
+			fmt.Fprintf(w, `<Contents><Key>`+key+`</Key><Size>1</Size><ETag>"0123456789abcdef0123456789abcdef"</ETag>
+<LastModified>2023-11-14T22:13:20.000Z</LastModified></Contents>`, (n-1)*int64(perPage)+int64(i))
+		}
+		fmt.Fprint(w, `</ListBucketResult>`)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &pages
@@ -285,6 +295,32 @@ func TestListIsBounded(t *testing.T) {
 		}
 		if n := pages.Load(); n > 60 {
 			t.Errorf("%d pages fetched for a bound of 50", n)
+		}
+	})
+	t.Run("directory markers count", func(t *testing.T) {
+		srv, pages := listing(t, false, "ds/dir-%09d/", 1, true)
+		st := openHostile(t, srv.URL, objstore.Config{MaxListObjects: 50})
+		if _, err := st.List(context.Background()); !errors.Is(err, objstore.ErrTooMany) {
+			t.Fatalf("List of endless directory markers: %v; want ErrTooMany", err)
+		}
+		if n := pages.Load(); n > 60 {
+			t.Errorf("%d pages fetched for a bound of 50", n)
+		}
+	})
+	t.Run("no goroutine left", func(t *testing.T) {
+		// One page holding more than the bound: List stops reading it, and minio-go's listing goroutine must end.
+		srv, _ := listing(t, false, "ds/shard-%09d.arrow", 10, false)
+		st := openHostile(t, srv.URL, objstore.Config{MaxListObjects: 5})
+		before := listingGoroutines()
+		for range 20 {
+			if _, err := st.List(context.Background()); !errors.Is(err, objstore.ErrTooMany) {
+				t.Fatalf("List: %v; want ErrTooMany", err)
+			}
+		}
+		for deadline := time.Now().Add(time.Minute); listingGoroutines() > before; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d minio-go listing goroutines left after 20 Lists that stopped early", listingGoroutines()-before)
+			}
 		}
 	})
 	t.Run("stalled", func(t *testing.T) {
@@ -325,4 +361,16 @@ func TestListIsBounded(t *testing.T) {
 			}
 		}
 	})
+}
+
+// listingGoroutines counts minio-go's ListObjects goroutines.
+func listingGoroutines() int {
+	buf := make([]byte, 1<<22)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "minio-go/v7.(*Client).ListObjects") {
+			n++
+		}
+	}
+	return n
 }

@@ -126,7 +126,7 @@ type Config struct {
 	// MinRate is the slowest transfer accepted, in bytes per second: a download of N bytes must end within
 	// IdleTimeout + N/MinRate (ErrTooSlow), however steadily a server trickles. 0: 256 KiB/s.
 	MinRate int64
-	// MaxListObjects bounds List: a prefix holding more objects fails with ErrTooMany instead of growing the
+	// MaxListObjects bounds List: a prefix listing more entries fails with ErrTooMany instead of growing the
 	// listing without end (a hostile or mistaken bucket). 0: DefaultMaxListObjects.
 	MaxListObjects int
 }
@@ -378,7 +378,8 @@ func (s *Store) Stat(ctx context.Context, name string) (Object, error) {
 }
 
 // List returns every object under the prefix (names relative to it), sorted by name. It fails with ErrTooMany past
-// Config.MaxListObjects objects, and with ErrStalled when the store sends no listing entry for IdleTimeout.
+// Config.MaxListObjects entries (directory markers count), with ErrStalled when the store sends no listing entry for
+// IdleTimeout, and with ErrTooSlow when the whole listing takes more than an hour.
 func (s *Store) List(ctx context.Context) ([]Object, error) {
 	prefix := ""
 	if s.url.Prefix != "" {
@@ -387,9 +388,15 @@ func (s *Store) List(ctx context.Context) ([]Object, error) {
 	where := fmt.Sprintf("s3://%s/%s", s.url.Bucket, prefix)
 	// The idle bound is what matters: a long listing is fine while entries keep coming.
 	w := newWatchdog(ctx, s.cfg.IdleTimeout, time.Hour, "list "+where)
-	defer w.close()
+	entries := s.c.ListObjects(w.ctx, s.url.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true})
+	defer func() {
+		w.close() // cancels the listing; minio-go then sends its error and closes the channel, which must be read
+		for range entries {
+		}
+	}()
 	var out []Object
-	for info := range s.c.ListObjects(w.ctx, s.url.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	seen := 0
+	for info := range entries {
 		w.touch()
 		if info.Err != nil {
 			if werr := w.err(nil); werr != nil {
@@ -397,13 +404,13 @@ func (s *Store) List(ctx context.Context) ([]Object, error) {
 			}
 			return nil, s.wrap("list", "", info.Err)
 		}
+		if seen++; seen > s.cfg.MaxListObjects {
+			return nil, fmt.Errorf("list %s: %w: more than %d entries (objstore.Config.MaxListObjects)", where, ErrTooMany,
+				s.cfg.MaxListObjects)
+		}
 		name := strings.TrimPrefix(info.Key, prefix)
 		if name == "" || strings.HasSuffix(name, "/") {
 			continue
-		}
-		if len(out) == s.cfg.MaxListObjects {
-			return nil, fmt.Errorf("list %s: %w: more than %d (objstore.Config.MaxListObjects)", where, ErrTooMany,
-				s.cfg.MaxListObjects)
 		}
 		out = append(out, Object{Name: name, Size: info.Size, ETag: info.ETag, Modified: info.LastModified})
 	}
