@@ -86,6 +86,9 @@ func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, c
 	n := lengths.Len()
 	planner := EpochPlanner(n, cfg)
 	if cfg.Planner == PlannerLazy && planner == "exact" {
+		if _, err := cfg.normalize(); err != nil {
+			return nil, err // the configuration's own error (an unknown policy, a sequential packed plan, …)
+		}
 		return nil, cfgErr("planner", "lazy: sequential tokens plans are exact only (at most %d rows)", math.MaxInt32)
 	}
 	switch planner {
@@ -97,7 +100,11 @@ func NewEpochPlan(lengths Lengths, fingerprint string, seed uint64, epoch int, c
 		return NewLazyPlan(lengths, fingerprint, seed, epoch, cfg, run)
 	}
 	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("plan %d rows: %w (sequential tokens plans: at most %d rows)", n, ErrTooLarge, math.MaxInt32)
+		what := "exact plans" // planner exact
+		if cfg.Planner != PlannerExact {
+			what = "sequential tokens plans, which are exact"
+		}
+		return nil, fmt.Errorf("plan %d rows: %w (%s: at most %d rows)", n, ErrTooLarge, what, math.MaxInt32)
 	}
 	return NewPlan(lengthsSlice(lengths), fingerprint, seed, epoch, cfg)
 }
@@ -475,7 +482,15 @@ func (p *LazyPlan) table(w int64, build bool) *winTable {
 	// spread over the epoch never build one.
 	t, _ := p.cache.get(w, func(streak int32) bool {
 		return build || streak > p.winRows[w]/int32(p.cfg.MegaBatchMult*max(p.cfg.BatchSize, 1))
-	}, func() *winTable { return p.buildWindow(w) })
+	}, func() *winTable {
+		t := p.buildWindow(w)
+		if p.cfg.Policy == Tokens { // counted, or given by NewLazyPlanFrom: a mismatch must not drop rows silently
+			if lo, hi := p.WindowBatches(int(w)); len(t.boff)-1 != hi-lo {
+				panic(fmt.Sprintf("bucket: lazy plan: window %d has %d batches, its counts say %d (counts not made for these lengths)", w, len(t.boff)-1, hi-lo))
+			}
+		}
+		return t
+	})
 	return t
 }
 

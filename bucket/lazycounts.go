@@ -63,9 +63,10 @@ func (p *LazyPlan) Counts() (TokensCounts, bool) {
 
 // NewLazyPlanFrom is [NewLazyPlan] for the tokens policy with the counting pass's result given (from
 // [LazyPlan.Counts] of the same plan, kept by the caller). It checks that the counts are of this plan (their key)
-// and of its windows, and builds window 0 and a few keyed-random windows again to check that they match the lengths;
-// it fails with an error naming the mismatch rather than plan from wrong counts. The other windows' counts are
-// trusted: only counts that [NewLazyPlan] computed for the same key should be given.
+// and of its windows, and builds window 0, the last window and a few keyed-random windows again to check that they
+// match the lengths; it fails with an error naming the mismatch rather than plan from wrong counts. The other
+// windows' counts are checked when a window is built to serve a batch: Batch panics, naming the window, rather than
+// serve a plan that drops or repeats rows. Only counts that [NewLazyPlan] computed for the same key should be given.
 func NewLazyPlanFrom(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, counts TokensCounts, run Runner) (*LazyPlan, error) {
 	p, err := newLazyPlan(lengths.Len(), lengths, fingerprint, seed, epoch, cfg)
 	if err != nil {
@@ -89,7 +90,7 @@ func NewLazyPlanFrom(lengths Lengths, fingerprint string, seed uint64, epoch int
 		return nil, err
 	}
 	if nwin > 0 {
-		check := []int64{0}
+		check := []int64{0, int64(nwin - 1)} // the first, the last (often short) and keyed-random ones
 		for i := range tokensVerifyWindows {
 			check = append(check, int64(splitmixAt(p.keyBatch, uint64(1)<<32+uint64(i))%uint64(nwin)))
 		}

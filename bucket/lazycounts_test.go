@@ -3,6 +3,7 @@ package bucket
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -109,4 +110,50 @@ func FuzzTokensCountsUnmarshal(f *testing.F) {
 			t.Fatalf("decoded %+v re-encodes differently", c)
 		}
 	})
+}
+
+// zeroedBlock reads as a dataset index does when one block fails its check: 0 for each row of [lo, hi).
+type zeroedBlock struct {
+	Lengths
+	lo, hi int64
+}
+
+func (z zeroedBlock) Length(i int64) uint32 {
+	if i >= z.lo && i < z.hi {
+		return 0
+	}
+	return z.Lengths.Length(i)
+}
+
+// TestLazyTokensCountsFromOtherLengths: counts counted over other lengths (one block read as zeros) given for the
+// real ones are refused by NewLazyPlanFrom when a checked window differs, and otherwise make Batch panic, naming the
+// window, at the first batch of a window that differs: a plan from them never serves an epoch that drops rows.
+func TestLazyTokensCountsFromOtherLengths(t *testing.T) {
+	real := Synthetic{Rows: 6_300_000, Seed: 5}
+	cfg := Config{Policy: Tokens, TokenBudget: 1 << 16}
+	for blk := int64(1); blk < 8; blk++ {
+		bad := zeroedBlock{Lengths: real, lo: blk * 7 * LazyBlockRows, hi: (blk*7 + 1) * LazyBlockRows}
+		counted, err := NewLazyPlan(bad, "fp", 3, 1, cfg, Parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := counted.Counts()
+		p, err := NewLazyPlanFrom(real, "fp", 3, 1, cfg, c, Parallel)
+		if err != nil {
+			continue // a checked window differed
+		}
+		panicked := func() (msg any) {
+			defer func() { msg = recover() }()
+			for g := range p.Len() {
+				p.Batch(g)
+			}
+			return nil
+		}()
+		if panicked == nil {
+			t.Fatalf("block at row %d: a plan from counts of other lengths served every batch", bad.lo)
+		}
+		if s, _ := panicked.(string); !strings.Contains(s, "counts not made for these lengths") {
+			t.Fatalf("block at row %d: Batch panicked with %v; want the counts named", bad.lo, panicked)
+		}
+	}
 }

@@ -151,9 +151,10 @@ func NewLazyPacked(lengths Lengths, fingerprint string, seed uint64, epoch int, 
 
 // NewLazyPackedFrom is [NewLazyPacked] with the counting pass's result given (from [LazyPacked.Counts] of the
 // same plan, kept by the caller). It checks that the counts are of this plan (their key) and of its windows, and
-// packs window 0 and a few keyed-random windows again to check that they match the lengths; it fails with an error
-// naming the mismatch rather than plan from wrong counts. The other windows' counts are trusted: only counts that
-// [NewLazyPacked] computed for the same key should be given.
+// packs window 0, the last window and a few keyed-random windows again to check that they match the lengths; it
+// fails with an error naming the mismatch rather than plan from wrong counts. The other windows' counts are checked
+// when a window is packed to serve a batch: Batch panics, naming the window. Only counts that [NewLazyPacked]
+// computed for the same key should be given.
 func NewLazyPackedFrom(lengths Lengths, fingerprint string, seed uint64, epoch int, cfg Config, counts PackedCounts) (*LazyPacked, error) {
 	p, err := newLazyPacked(lengths.Len(), lengths, fingerprint, seed, epoch, cfg)
 	if err != nil {
@@ -167,7 +168,7 @@ func NewLazyPackedFrom(lengths Lengths, fingerprint string, seed uint64, epoch i
 		return nil, fmt.Errorf("lazy packed plan: counts of %d windows given for %d", len(counts.Rows), nwin)
 	}
 	if nwin > 0 {
-		check := []int64{0}
+		check := []int64{0, int64(nwin - 1)} // the first, the last (often short) and keyed-random ones
 		for i := range packedVerifyWindows {
 			check = append(check, int64(splitmixAt(p.keyPacked, uint64(1)<<32+uint64(i))%uint64(nwin)))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -66,23 +67,25 @@ func TestPlannerChoice(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-		want error
+		name  string
+		cfg   Config
+		field string // the ConfigError's field
 	}{
-		{"unknown planner", with(bk, "fast"), ErrConfig},
-		{"lazy sequential tokens", with(Config{Policy: Tokens, TokenBudget: 4096, Sequential: true}, PlannerLazy), ErrConfig},
-		{"lazy auto buckets", with(Config{BatchSize: 8, AutoBuckets: 4}, PlannerLazy), ErrConfig},
-		{"lazy shuffle window", with(Config{BatchSize: 8, ShuffleWindow: 100}, PlannerLazy), ErrConfig},
+		{"unknown planner", with(bk, "fast"), "planner"},
+		{"lazy sequential tokens", with(Config{Policy: Tokens, TokenBudget: 4096, Sequential: true}, PlannerLazy), "planner"},
+		{"lazy auto buckets", with(Config{BatchSize: 8, AutoBuckets: 4}, PlannerLazy), "auto_buckets"},
+		{"lazy shuffle window", with(Config{BatchSize: 8, ShuffleWindow: 100}, PlannerLazy), "shuffle_window"},
+		{"lazy sequential packed", with(Config{Policy: Packed, SeqLen: 512, BatchSize: 2, Sequential: true}, PlannerLazy), "sequential"},
+		{"lazy unknown policy", with(Config{Policy: "sorted", BatchSize: 2, Sequential: true}, PlannerLazy), "policy"},
 	} {
 		_, err := NewEpochPlan(lengths, "fp", 1, 0, tc.cfg, nil)
 		var ce *ConfigError
-		if !errors.Is(err, tc.want) || !errors.As(err, &ce) {
-			t.Errorf("%s: %v, want a ConfigError", tc.name, err)
+		if !errors.Is(err, ErrConfig) || !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%s: %v, want a ConfigError about %s", tc.name, err, tc.field)
 		}
 	}
-	if _, err := NewEpochPlan(hashLengths{n: math.MaxInt32 + 1, max: 10}, "fp", 1, 0, with(bk, PlannerExact), nil); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("planner exact past 2^31−1 rows: %v, want ErrTooLarge", err)
+	if _, err := NewEpochPlan(hashLengths{n: math.MaxInt32 + 1, max: 10}, "fp", 1, 0, with(bk, PlannerExact), nil); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "exact plans: at most") {
+		t.Errorf("planner exact past 2^31−1 rows: %v, want ErrTooLarge saying exact plans' limit", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +106,53 @@ func TestBuildRecoversEveryPanic(t *testing.T) {
 				t.Fatalf("build: %v; want %s mentioning %q", err, tc.code, tc.mention)
 			}
 		})
+	}
+}
+
+// TestRemoteFeedRecoversPlanPanics: the object-storage feed's look-ahead computes the next batches of the plan
+// outside planBatch; a panic there is an error wrapping errPlanPanicked (the stream ends with INTERNAL), never a
+// panic out of the stream's goroutine, which nothing recovers.
+func TestRemoteFeedRecoversPlanPanics(t *testing.T) {
+	dir := t.TempDir()
+	w, err := dataset.CreateShard(dir, 0, dataset.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if err := w.Append([]int32{int32(i), 1, 2}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, dataset.WriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(Config{Datasets: map[string]string{"d": dir}, NoGPUWatch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.resolve(t.Context(), &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, with := range []func(){
+		func() { panic("bucket: lazy plan: window 5 has 3 batches, its counts say 4") },
+		func() { _ = []int{}[len(os.Args)+5] },
+	} {
+		f := &remoteFeed{plan: panickingPlan{c.plan, with}, assigned: c.assigned}
+		err := f.register(0)
+		if !errors.Is(err, errPlanPanicked) || !strings.Contains(err.Error(), "batches 0 to") {
+			t.Fatalf("register: %v; want an error wrapping errPlanPanicked naming the batches", err)
+		}
+		if _, err := f.acquire(t.Context(), f.end, bucket.Batch{}, func() {}); !errors.Is(err, errPlanPanicked) {
+			t.Fatalf("acquire past the registered batches: %v; want errPlanPanicked", err)
+		}
+		if st := status.Convert(s.planPanicked(c, err)); st.Code() != codes.Internal || !strings.Contains(st.Message(), "dataset d") {
+			t.Fatalf("the stream's error: %v; want INTERNAL naming the dataset", st)
+		}
 	}
 }

@@ -8,8 +8,10 @@ package loader
 //
 // This room holds the directory and its files only; it does not choose planners (bucket.EpochPlanner does) and never
 // fails a plan: a directory that is not private to the user, a file that does not decode, or counts the plan refuses
-// are logged and the plan is counted again. The directory must be private (internal/privdir): bucket trusts the
-// counts of windows it does not re-pack, so another user who could write here could make batches go wrong.
+// are logged and the plan is counted again, and a pass over an index with a corrupt block keeps nothing. The
+// directory must be private (internal/privdir): bucket checks the counts of the windows it does not build again only
+// when it builds them to serve a batch (a stream then ends with INTERNAL), so another user who could write here could
+// make streams fail.
 
 import (
 	"crypto/sha256"
@@ -24,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gload/gload/bucket"
 	"github.com/gload/gload/internal/privdir"
@@ -33,13 +36,15 @@ import (
 const (
 	// countsExt names the kept files: <32 hex digits of SHA-256 of the plan key>.counts.
 	countsExt = ".counts"
+	// countsTempPrefix names a file being written, renamed into place when complete.
+	countsTempPrefix = ".counts-"
 	// maxCountsFiles bounds the directory: saving beyond it removes the oldest files (by modification time).
 	maxCountsFiles = 256
 	// maxCountsBytes bounds a file read: 4 bytes per window of 2^20 rows up to bucket.MaxPlanRows, plus the header.
 	maxCountsBytes = 4*(bucket.MaxPlanRows>>20) + 1<<16
 )
 
-// countsKeeper keeps lazy packed plans' counts in dir. A nil keeper keeps nothing.
+// countsKeeper keeps lazy tokens and packed plans' counts in dir. A nil keeper keeps nothing.
 type countsKeeper struct {
 	dir string
 	log *slog.Logger
@@ -67,7 +72,7 @@ func (k *countsKeeper) usable() bool {
 		k.checked = true
 		if err := privdir.Ensure(k.dir); err != nil {
 			k.dirErr = err
-			k.log.Warn("plan counts are not kept: the directory cannot be used; packed plans past 2^27 rows count again on every start",
+			k.log.Warn("plan counts are not kept: the directory cannot be used; lazy tokens and packed plans count again on every start",
 				"dir", k.dir, "err", err)
 		}
 	}
@@ -103,6 +108,8 @@ func (k *countsKeeper) newEpochPlan(lengths bucket.Lengths, fingerprint string, 
 			k.mu.Lock()
 			k.loaded++
 			k.mu.Unlock()
+			now := time.Now()
+			_ = os.Chtimes(path, now, now) // trim removes the least recently used first
 			return p, nil
 		}
 		k.log.Warn("kept plan counts refused; counting again", "file", path, "err", err)
@@ -114,6 +121,11 @@ func (k *countsKeeper) newEpochPlan(lengths bucket.Lengths, fingerprint string, 
 	p, err := bucket.NewEpochPlan(lengths, fingerprint, seed, epoch, cfg, run)
 	if err != nil {
 		return nil, err
+	}
+	if le, ok := lengths.(interface{ Err() error }); ok && le.Err() != nil {
+		// A corrupt index block read as zeros during the pass: these counts are not of the dataset's lengths (the
+		// server refuses the plan), and the key, the recorded fingerprint, stays the same once the index is repaired.
+		return p, nil
 	}
 	if data, ok := kind.encode(p); ok {
 		if err := k.write(path, data); err != nil {
@@ -209,7 +221,7 @@ func (k *countsKeeper) read(path string) ([]byte, error) {
 // write keeps data at path (a temporary file renamed into place, 0600), then trims the directory to
 // maxCountsFiles files.
 func (k *countsKeeper) write(path string, data []byte) error {
-	tmp, err := os.CreateTemp(k.dir, ".counts-*")
+	tmp, err := os.CreateTemp(k.dir, countsTempPrefix+"*")
 	if err != nil {
 		return err
 	}
@@ -228,7 +240,8 @@ func (k *countsKeeper) write(path string, data []byte) error {
 	return nil
 }
 
-// trim removes the oldest kept files beyond maxCountsFiles.
+// trim removes the least recently used kept files beyond maxCountsFiles, and temporary files a crash left (older
+// than an hour).
 func (k *countsKeeper) trim() {
 	ents, err := os.ReadDir(k.dir)
 	if err != nil {
@@ -240,7 +253,16 @@ func (k *countsKeeper) trim() {
 	}
 	var files []kept
 	for _, e := range ents {
-		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), countsExt) {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if strings.HasPrefix(e.Name(), countsTempPrefix) {
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+				_ = os.Remove(filepath.Join(k.dir, e.Name()))
+			}
+			continue
+		}
+		if !strings.HasSuffix(e.Name(), countsExt) {
 			continue
 		}
 		if fi, err := e.Info(); err == nil {

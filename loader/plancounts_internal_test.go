@@ -185,7 +185,8 @@ func testKeptPlanCounts(t *testing.T, ds string, base *gloadpb.BatchPolicy, lazy
 	}
 }
 
-// TestKeptPlanCountsTrimmed: the directory holds at most maxCountsFiles files; the oldest go first.
+// TestKeptPlanCountsTrimmed: the directory holds at most maxCountsFiles files; the least recently used go first, and
+// temporary files a crash left behind go when they are an hour old.
 func TestKeptPlanCountsTrimmed(t *testing.T) {
 	dir := t.TempDir()
 	k := newCountsKeeper(dir, slog.New(slog.DiscardHandler))
@@ -207,16 +208,85 @@ func TestKeptPlanCountsTrimmed(t *testing.T) {
 	if err := os.Chtimes(oldest, time.Unix(1, 0), time.Unix(1, 0)); err != nil {
 		t.Fatal(err)
 	}
+	crashed, fresh := filepath.Join(dir, countsTempPrefix+"crashed"), filepath.Join(dir, countsTempPrefix+"writing")
+	for _, f := range []string{crashed, fresh} {
+		if err := os.WriteFile(f, data[:10], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(crashed, time.Unix(1, 0), time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
 	for i := range maxCountsFiles {
 		if err := k.write(filepath.Join(dir, fmt.Sprintf("f%04d%s", i, countsExt)), data); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != maxCountsFiles {
-		t.Fatalf("%d files kept, want %d", len(ents), maxCountsFiles)
+	kept, _ := filepath.Glob(filepath.Join(dir, "*"+countsExt))
+	if len(kept) != maxCountsFiles {
+		t.Fatalf("%d files kept, want %d", len(kept), maxCountsFiles)
 	}
 	if _, err := os.Stat(oldest); !os.IsNotExist(err) {
 		t.Fatalf("the oldest file was kept: %v", err)
+	}
+	if _, err := os.Stat(crashed); !os.IsNotExist(err) {
+		t.Fatalf("a temporary file an hour old was kept: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("a temporary file being written was removed: %v", err)
+	}
+}
+
+// corruptBlock reads as dataset.IndexLengths does when one index block fails its check: 0 for its rows, and Err
+// names it.
+type corruptBlock struct {
+	bucket.Lengths
+	lo, hi int64
+}
+
+func (z corruptBlock) Length(i int64) uint32 {
+	if i >= z.lo && i < z.hi {
+		return 0
+	}
+	return z.Lengths.Length(i)
+}
+
+func (z corruptBlock) Err() error {
+	return fmt.Errorf("index block of rows %d..%d: checksum mismatch", z.lo, z.hi)
+}
+
+// TestKeptPlanCountsNotFromACorruptPass: a counting pass over an index with a corrupt block (the server refuses the
+// plan) keeps nothing; once the index is repaired (same recorded fingerprint, so the same key), the plan is counted
+// again and is the one the real lengths give.
+func TestKeptPlanCountsNotFromACorruptPass(t *testing.T) {
+	real := bucket.Synthetic{Rows: 3_000_000, Seed: 5}
+	for _, cfg := range []bucket.Config{
+		{Policy: bucket.Tokens, TokenBudget: 1 << 16, Planner: bucket.PlannerLazy},
+		{Policy: bucket.Packed, BatchSize: 8, SeqLen: 4096, Planner: bucket.PlannerLazy},
+	} {
+		t.Run(string(cfg.Policy), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "plans")
+			k := newCountsKeeper(dir, slog.New(slog.DiscardHandler))
+			bad := corruptBlock{Lengths: real, lo: 14 * bucket.LazyBlockRows, hi: 15 * bucket.LazyBlockRows}
+			if _, err := k.newEpochPlan(bad, "fp", 3, 1, cfg, bucket.Parallel); err != nil {
+				t.Fatal(err)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Fatalf("counts of a pass over a corrupt block kept: %v", ents)
+			}
+			got, err := k.newEpochPlan(real, "fp", 3, 1, cfg, bucket.Parallel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := bucket.NewEpochPlan(real, "fp", 3, 1, cfg, bucket.Parallel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := func(p bucket.EpochPlan) string { return p.(interface{ Hash() string }).Hash() }
+			if k.loadedCount() != 0 || h(got) != h(want) || got.Len() != want.Len() {
+				t.Fatalf("after the repair: %d plans from kept counts, hash %s (%d batches); want 0, %s (%d)",
+					k.loadedCount(), h(got), got.Len(), h(want), want.Len())
+			}
+		})
 	}
 }

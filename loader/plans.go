@@ -151,7 +151,7 @@ type planCache struct {
 	wg      sync.WaitGroup  // the flights' goroutines
 
 	observe func(policy string, d time.Duration, hit bool)
-	counts  *countsKeeper // lazy packed plans' counting passes, kept across restarts (nil: none)
+	counts  *countsKeeper // lazy tokens and packed plans' counting passes, kept across restarts (nil: none)
 }
 
 type planEntry struct {
@@ -206,7 +206,8 @@ func (c *planCache) storeLocked(k planKey, p epochPlan) {
 }
 
 // get returns the plan for k, computing it with lengths and cfg on a miss: an exact plan up to
-// bucket.LazyThreshold rows, a lazy block plan above (bucket.NewEpochPlan), whose counting pass runs on every core.
+// bucket.LazyThreshold rows, a lazy block plan above (bucket.NewEpochPlan; cfg.Planner may choose either), whose
+// counting pass runs on every core or is read from the kept counts (plancounts.go).
 func (c *planCache) get(ctx context.Context, k planKey, lengths bucket.Lengths, cfg bucket.Config) (epochPlan, error) {
 	return c.getWith(ctx, k, string(cfg.Policy), func(context.Context) (epochPlan, error) {
 		p, err := c.counts.newEpochPlan(lengths, k.fingerprint, k.seed, k.epoch, cfg, bucket.Parallel)

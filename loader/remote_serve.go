@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -195,17 +196,39 @@ type remoteFeed struct {
 // remoteHorizon is how many of a stream's batches its registered shard list covers.
 var remoteHorizon = 1024
 
-func newRemoteFeed(c *consumer) *remoteFeed {
+func newRemoteFeed(c *consumer) (*remoteFeed, error) {
 	if c.ds.cache == nil {
-		return nil
+		return nil, nil
 	}
 	f := &remoteFeed{cache: c.ds.cache, ds: c.ds.ds, plan: c.plan, assigned: c.assigned}
-	f.register(0)
-	return f
+	if err := f.register(0); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
-// register (re)registers the shards of the stream's batches [from, from+remoteHorizon).
-func (f *remoteFeed) register(from int) {
+// errPlanPanicked marks a plan that panicked computing a batch (a lazy plan on counts that do not match its
+// lengths, say): the stream ends with INTERNAL, the server goes on.
+var errPlanPanicked = errors.New("the epoch plan failed computing a batch")
+
+// planPanic is a recovered panic of a plan, with the stack where it happened (for the log).
+type planPanic struct {
+	msg   string
+	stack []byte
+}
+
+func (p *planPanic) Error() string        { return p.msg }
+func (p *planPanic) Is(target error) bool { return target == errPlanPanicked }
+
+// register (re)registers the shards of the stream's batches [from, from+remoteHorizon). A panic of the plan is
+// returned as an error wrapping errPlanPanicked, as planBatch does for the batch being assembled.
+func (f *remoteFeed) register(from int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &planPanic{msg: fmt.Sprintf("%v: looking ahead at the stream's batches %d to %d: %v", errPlanPanicked,
+				f.base, f.end, r), stack: debug.Stack()}
+		}
+	}()
 	f.base, f.end = from, min(from+remoteHorizon, f.assigned.Len())
 	f.pos = f.pos[:0]
 	var names []string
@@ -221,9 +244,10 @@ func (f *remoteFeed) register(from int) {
 	}
 	if !f.registered {
 		f.id, f.registered = f.cache.Want(names), true
-		return
+		return nil
 	}
 	f.cache.Rewant(f.id, names)
+	return nil
 }
 
 // acquire makes batch i of the stream (b, its planned batch) local and pinned; waiting runs if a shard must be
@@ -233,7 +257,9 @@ func (f *remoteFeed) acquire(ctx context.Context, i int, b bucket.Batch, waiting
 		return noRelease, nil
 	}
 	if i < f.base || (i >= f.base+remoteHorizon/2 && f.end < f.assigned.Len()) || i >= f.end {
-		f.register(i)
+		if err := f.register(i); err != nil {
+			return nil, err
+		}
 	}
 	f.cache.Advance(f.id, f.pos[i-f.base])
 	f.rows = f.rows[:0]

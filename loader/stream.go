@@ -264,7 +264,10 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	asm := newAssembler(c.ds.tokens(), s.pool, s.cfg.MaxBatchBytes)
 	mixCount := s.newMixCounter(c.ds)
-	feed := newRemoteFeed(c) // object storage: shards fetched in this stream's plan order
+	feed, err := newRemoteFeed(c) // object storage: shards fetched in this stream's plan order
+	if err != nil {
+		return s.planPanicked(c, err)
+	}
 	defer feed.close()
 	packed := c.cfg.Policy == bucket.Packed
 	batches := s.metrics.batches.WithLabelValues(c.ds.name)
@@ -293,6 +296,9 @@ func (s *Server) runStream(stream gloadpb.Loader_BatchesServer, c *consumer) (er
 			return err
 		}
 		release, err := feed.acquire(ctx, i, b, c.ds.waitingForShard)
+		if errors.Is(err, errPlanPanicked) {
+			return s.planPanicked(c, err)
+		}
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "dataset %s: batch %d: %v", c.ds.name, g, err)
 		}
@@ -417,10 +423,20 @@ func (s *Server) build(asm *assembler, c *consumer, g int, b bucket.Batch, h bat
 	return wb, nil
 }
 
-// buildPanic turns a panic recovered in build into the stream's error.
+// planPanicked ends a stream whose plan panicked outside planBatch (the object-storage feed's look-ahead): INTERNAL,
+// logged with the stack.
+func (s *Server) planPanicked(c *consumer, err error) error {
+	var stack []byte
+	if p, ok := err.(*planPanic); ok {
+		stack = p.stack
+	}
+	s.log.Error("panic computing batches of a plan", "consumer", c.describe(), "err", err, "stack", string(stack))
+	return status.Errorf(codes.Internal, "dataset %s: internal error: %v (the server logged it; please report it)", c.ds.name, err)
+}
+
 // planBatch is global batch g of c's plan, computed once per streamed batch. Like build, it lets no panic out: a
-// lazy plan reads the index's mapped lengths (a fault there is data loss) and a lazy packed plan started from kept
-// counts that do not match the lengths panics; either ends this stream, never the server.
+// lazy plan reads the index's mapped lengths (a fault there is data loss) and a lazy tokens or packed plan started
+// from kept counts that do not match the lengths panics; either ends this stream, never the server.
 func (s *Server) planBatch(asm *assembler, c *consumer, g int) (b bucket.Batch, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -430,6 +446,7 @@ func (s *Server) planBatch(asm *assembler, c *consumer, g int) (b bucket.Batch, 
 	return c.plan.Batch(g), nil
 }
 
+// buildPanic turns a panic recovered in build (or planBatch) into the stream's error.
 func (s *Server) buildPanic(r any, asm *assembler, c *consumer, g int, ring *shm.Ring) error {
 	if fault, ok := r.(interface{ Addr() uintptr }); ok {
 		if ring != nil && ring.Contains(fault.Addr()) {
