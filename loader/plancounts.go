@@ -38,7 +38,8 @@ const (
 	countsExt = ".counts"
 	// countsTempPrefix names a file being written, renamed into place when complete.
 	countsTempPrefix = ".counts-"
-	// maxCountsFiles bounds the directory: saving beyond it removes the oldest files (by modification time).
+	// maxCountsFiles bounds the directory: saving beyond it removes the least recently used files (by modification
+	// time, which a load refreshes).
 	maxCountsFiles = 256
 	// maxCountsBytes bounds a file read: 4 bytes per window of 2^20 rows up to bucket.MaxPlanRows, plus the header.
 	maxCountsBytes = 4*(bucket.MaxPlanRows>>20) + 1<<16
