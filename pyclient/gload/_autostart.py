@@ -9,7 +9,9 @@ mode 0700)::
     gload-job-<job>.lock   the start lock: whoever holds it (flock) checks for a live server and starts one if none
                            answers; the server takes it too before an idle exit, so a client attaching never races
                            the exit; the server removes it when it exits
-    gload-job-<job>.log    the server's log (appended; kept after it exits, for the post-mortem)
+    gload-job-<job>.log    the server's log (appended; kept after it exits, for the post-mortem; moved to
+                           gload-job-<job>.log.1 past 16 MiB; the logs of other jobs whose server is gone are
+                           removed after 7 days, when a server is started)
 
 ``<job>`` is ``$GLOAD_JOB``, else Slurm's job id, else torchrun's run id and master port, else this process group
 (a training script and its DataLoader workers share one; two scripts started from a shell do not).
@@ -355,7 +357,47 @@ def _tail(path: str, n: int = _LOG_TAIL) -> str:
     return "\n".join("    " + ln for ln in lines) or "    (empty)"
 
 
+# Log housekeeping when a server starts: its own log is moved aside past _LOG_ROTATE_BYTES (one older copy kept),
+# and logs of other jobs, untouched for _LOG_KEEP_SECONDS and with no lock (no server: it removes its lock when it
+# exits), are removed, at most _LOG_PRUNE_MAX per start.
+_LOG_ROTATE_BYTES = 16 << 20
+_LOG_KEEP_SECONDS = 7 * 86400
+_LOG_PRUNE_MAX = 1000
+_JOB_LOG = re.compile(r"gload-job-.+\.log(\.1)?")
+
+
+def _tidy_logs(p: Paths) -> None:
+    try:
+        if os.lstat(p.log).st_size > _LOG_ROTATE_BYTES:
+            os.replace(p.log, p.log + ".1")
+    except OSError:
+        pass
+    d = os.path.dirname(p.log)
+    now = time.time()
+    removed = 0
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        if removed >= _LOG_PRUNE_MAX or not _JOB_LOG.fullmatch(name):
+            continue
+        path = os.path.join(d, name)
+        if path in (p.log, p.log + ".1"):
+            continue
+        lock = os.path.join(d, name.removesuffix(".1").removesuffix(".log") + ".lock")
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or now - st.st_mtime < _LOG_KEEP_SECONDS or os.path.lexists(lock):
+                continue
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            continue
+
+
 def _spawn(p: Paths, settings: Mapping[str, Any], binary: str) -> subprocess.Popen:
+    _tidy_logs(p)
     args = [binary, "serve", "--paths-only", "--listen", p.addr, "--lock-file", p.lock,
             "--owner-pid", str(_owner_pid()), "--idle-exit", _duration(settings["idle_exit"])] + server_args(settings)
     fd = os.open(p.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)

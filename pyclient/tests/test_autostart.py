@@ -333,3 +333,22 @@ def test_server_killed_mid_epoch(job, datasets, transport) -> None:
     l.close()
     # The fresh server swept the killed one's rings when it started.
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"gload-{pid}-")]
+
+
+def test_logs_are_tidied_when_a_server_starts(job, datasets) -> None:
+    """Starting a server moves its own log aside past 16 MiB and removes other jobs' logs a week old whose server is
+    gone (no lock), keeping the recent ones, those of running servers and anything that is not a job log."""
+    run, week = job["run"], time.time() - 8 * 86400
+    files = {name: run / name for name in ("gload-job-old.log", "gload-job-old.log.1", "gload-job-recent.log",
+                                           "gload-job-running.log", "gload-job-running.lock", "notes.log")}
+    for path in files.values():
+        path.write_text("x\n")
+    for name in ("gload-job-old.log", "gload-job-old.log.1", "gload-job-running.log", "notes.log"):
+        os.utime(files[name], (week, week))
+    job["log"].write_bytes(b"y" * (16 << 20) + b"\n")
+    with gload.Loader(str(datasets.small), batch_size=16) as l:
+        assert len(l) > 0
+    gone = {n for n, p in files.items() if not p.exists()}
+    assert gone == {"gload-job-old.log", "gload-job-old.log.1"}, gone
+    assert Path(str(job["log"]) + ".1").stat().st_size > 16 << 20, "the big log was moved aside"
+    assert job["log"].stat().st_size < 1 << 20 and "starts:" in job["log"].read_text(), "a fresh log"
