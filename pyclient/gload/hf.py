@@ -288,6 +288,21 @@ def _build() -> type:
                 save_state(self.trainer.gload_loader, ckpt)
             return control
 
+    class _EpochFraction(transformers.TrainerCallback):
+        """After a resume the Trainer counts the resumed epoch's steps from 0 (the loader skips what was trained, not
+        the Trainer: ignore_data_skip), so its ``state.epoch`` would restart at the epoch's start; this adds the
+        batches the loaded state had consumed, so logs and checkpoints say the uninterrupted run's epoch."""
+
+        def __init__(self, trainer: "GloadTrainer") -> None:
+            self.trainer = trainer
+
+        def on_step_end(self, args, state, control, **kw):  # noqa: ANN001 - transformers' signature
+            epoch, skipped, n = self.trainer._gload_skipped
+            if skipped and n and state.epoch is not None and int(state.epoch) == epoch:
+                steps = round((state.epoch - epoch) * n)  # the Trainer's step + 1 in this epoch
+                state.epoch = epoch + (steps + skipped) / n  # as the Trainer computes it without a resume
+            return control
+
     class GloadTrainer(transformers.Trainer):
         """``transformers.Trainer`` whose ``train_dataset`` is a :class:`gload.Loader` (see :mod:`gload.hf`).
         Every other argument is Trainer's."""
@@ -312,6 +327,8 @@ def _build() -> type:
             _configure(train_dataset, check_args(train_dataset, self.args) if take is None else take)
             self.args.ignore_data_skip = True  # (the Trainer's own default arguments when none were given)
             self.add_callback(_SaveState(self))
+            self._gload_skipped = (0, 0, 0)  # (epoch, batches of it a loaded state had consumed, its batches)
+            self.add_callback(_EpochFraction(self))
 
         def get_train_dataloader(self) -> torch.utils.data.DataLoader:
             return _Feed(self.gload_loader, pin_memory=bool(self.args.dataloader_pin_memory))
@@ -325,6 +342,9 @@ def _build() -> type:
                                      "no checkpoint")
             if isinstance(ckpt, str):
                 load_state(self.gload_loader, ckpt)
+                ld = self.gload_loader
+                n = ld.epoch_batches()
+                self._gload_skipped = (ld.epoch, n - len(ld), n)
             return super().train(ckpt, *args, **kwargs)
 
     return GloadTrainer

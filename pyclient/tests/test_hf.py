@@ -64,9 +64,21 @@ def loader(server, **kw):
                         **kw)
 
 
+class _Epochs(transformers.TrainerCallback):
+    """Records state.epoch after every step (after GloadTrainer's own callbacks)."""
+
+    def __init__(self) -> None:
+        self.at = {}
+
+    def on_step_end(self, args, state, control, **kw):
+        self.at[state.global_step] = state.epoch
+
+
 def test_resume_mid_epoch_is_exact(server, tmp_path):
     l = loader(server)
     tr, full = recording_trainer(model=tiny_model(), args=args(tmp_path / "a"), train_dataset=l)
+    epochs = _Epochs()
+    tr.add_callback(epochs)
     epoch_len = l.epoch_batches()
     assert l._policy.batch_size == 64 and l.seed == 5  # taken from TrainingArguments: the Loader left them unset
     assert 7 < epoch_len < 14, "the run must cross an epoch boundary after the resume"
@@ -82,8 +94,12 @@ def test_resume_mid_epoch_is_exact(server, tmp_path):
     tr2, resumed = recording_trainer(model=tiny_model(), args=targs, train_dataset=l2)
     assert targs.ignore_data_skip is False, "GloadTrainer changed the caller's TrainingArguments"
     assert tr2.args.ignore_data_skip is True
+    epochs2 = _Epochs()
+    tr2.add_callback(epochs2)
     tr2.train(resume_from_checkpoint=str(ckpt))
     assert len(resumed) == 7
+    # The Trainer's epoch after the resume (logs, checkpoints) is the uninterrupted run's, in the resumed epoch too.
+    assert epochs2.at == {k: v for k, v in epochs.at.items() if k > 7}, (epochs.at, epochs2.at)
     for i, (a, b) in enumerate(zip(full[7:], resumed)):
         assert torch.equal(a, b), f"step {8 + i}: the resumed run trained on another batch"
     assert l2.epoch == 1  # the Trainer's epoch reached the loader
