@@ -14,26 +14,33 @@ import (
 // writeBenchDataset writes rows of exactly rowLen tokens.
 func writeBenchDataset(b testing.TB, dir string, rows, rowLen int) {
 	b.Helper()
-	opts := dataset.WriterOptions{RowsPerBatch: 1000}
-	w, err := dataset.CreateShard(dir, 0, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ids := make([]int32, rowLen)
-	for i := range rows {
+	writeRows(b, dir, rows, dataset.WriterOptions{RowsPerBatch: 1000}, func(i int) []int32 {
 		for j := range ids {
 			ids[j] = int32(i + j)
 		}
-		if err := w.Append(ids, nil); err != nil {
-			b.Fatal(err)
+		return ids
+	})
+}
+
+// writeRows writes a one-shard dataset of n rows into dir, row i being row(i) (which may reuse its slice).
+func writeRows(t testing.TB, dir string, n int, opts dataset.WriterOptions, row func(i int) []int32) {
+	t.Helper()
+	w, err := dataset.CreateShard(dir, 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := w.Append(row(i), nil); err != nil {
+			t.Fatal(err)
 		}
 	}
 	info, err := w.Close()
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, opts); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 }
 

@@ -38,28 +38,28 @@ func (fakeFault) Error() string { return "unexpected fault address" }
 func (fakeFault) RuntimeError() {}
 func (fakeFault) Addr() uintptr { return 0xdead }
 
+// serveOne is a server over dir as dataset "d" (closed at the test's end) and its consumer of 4-row batches.
+func serveOne(t *testing.T, dir string) (*Server, *consumer) {
+	t.Helper()
+	s, err := NewServer(Config{Datasets: map[string]string{"d": dir}, NoGPUWatch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, err := s.resolve(t.Context(), &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
 // TestBuildRecoversEveryPanic: no panic of batch assembly escapes build (it
 // would take the whole server down): a memory fault or a runtime error over
 // a shard that changed on disk is DATA_LOSS naming it, anything else
 // INTERNAL.
 func TestBuildRecoversEveryPanic(t *testing.T) {
 	dir := t.TempDir()
-	w, err := dataset.CreateShard(dir, 0, dataset.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 40 {
-		if err := w.Append([]int32{int32(i), 1, 2}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	info, err := w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, dataset.WriterOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, dir, 40, dataset.WriterOptions{}, func(i int) []int32 { return []int32{int32(i), 1, 2} })
 	shard := filepath.Join(dir, dataset.DataFileName(0, 1))
 	for _, tc := range []struct {
 		name    string
@@ -79,15 +79,7 @@ func TestBuildRecoversEveryPanic(t *testing.T) {
 		{"plan: memory fault", func() { panic(fakeFault{}) }, false, codes.DataLoss, "memory fault", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := NewServer(Config{Datasets: map[string]string{"d": dir}, NoGPUWatch: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			c, err := s.resolve(t.Context(), &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, c := serveOne(t, dir)
 			if tc.touch {
 				later := time.Now().Add(time.Hour)
 				if err := os.Chtimes(shard, later, later); err != nil {
@@ -96,6 +88,7 @@ func TestBuildRecoversEveryPanic(t *testing.T) {
 			}
 			asm := newAssembler(panicSource{tc.panic}, s.pool, s.cfg.MaxBatchBytes)
 			g := c.assigned.At(0)
+			var err error
 			if tc.inPlan {
 				c.plan = panickingPlan{c.plan, tc.panic}
 				_, err = s.planBatch(asm, c, g)
@@ -114,31 +107,8 @@ func TestBuildRecoversEveryPanic(t *testing.T) {
 // panic out of the stream's goroutine, which nothing recovers.
 func TestRemoteFeedRecoversPlanPanics(t *testing.T) {
 	dir := t.TempDir()
-	w, err := dataset.CreateShard(dir, 0, dataset.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 40 {
-		if err := w.Append([]int32{int32(i), 1, 2}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	info, err := w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, dataset.WriterOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(Config{Datasets: map[string]string{"d": dir}, NoGPUWatch: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := s.resolve(t.Context(), &gloadpb.Open{Dataset: "d", Policy: &gloadpb.BatchPolicy{BatchSize: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, dir, 40, dataset.WriterOptions{}, func(i int) []int32 { return []int32{int32(i), 1, 2} })
+	s, c := serveOne(t, dir)
 	for _, with := range []func(){
 		func() { panic("bucket: lazy plan: window 5 has 3 batches, its counts say 4") },
 		func() { _ = []int{}[len(os.Args)+5] },

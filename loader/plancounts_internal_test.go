@@ -41,23 +41,7 @@ func (l *lockedBuffer) String() string {
 func countsDataset(t *testing.T, n int) string {
 	t.Helper()
 	dir := t.TempDir()
-	w, err := dataset.CreateShard(dir, 0, dataset.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		row := make([]int32, 1+(i*7919)%700)
-		if err := w.Append(row, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	info, err := w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, dataset.WriterOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, dir, n, dataset.WriterOptions{}, func(i int) []int32 { return make([]int32, 1+(i*7919)%700) })
 	return dir
 }
 

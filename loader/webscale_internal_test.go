@@ -170,20 +170,7 @@ func TestWebscaleResumePastInt32Batches(t *testing.T) {
 // fits it.
 func TestRingNeedLazyPacked(t *testing.T) {
 	dir := t.TempDir()
-	w, err := dataset.CreateShard(dir, 0, dataset.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Append([]int32{1, 2, 3}, nil); err != nil {
-		t.Fatal(err)
-	}
-	info, err := w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dataset.Finalize(dir, []dataset.ShardInfo{info}, dataset.WriterOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, dir, 1, dataset.WriterOptions{}, func(int) []int32 { return []int32{1, 2, 3} })
 	ds, err := dataset.Open(dir, dataset.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
