@@ -478,14 +478,20 @@ func TestLazyMixLimitsAndErrors(t *testing.T) {
 	}
 }
 
+// asMixSources is exact mixture sources as NewEpochMixture takes them (lengths as SliceLengths).
+func asMixSources(exact []Source) []MixSource {
+	src := make([]MixSource, len(exact))
+	for i, s := range exact {
+		src[i] = MixSource{Name: s.Name, Fingerprint: s.Fingerprint, Lengths: SliceLengths(s.Lengths), Weight: s.Weight}
+	}
+	return src
+}
+
 // TestNewEpochMixtureThreshold: below the threshold NewEpochMixture is NewMixture (same batches, hash and
 // fingerprint); a lazy plan of the same mixture hashes otherwise.
 func TestNewEpochMixtureThreshold(t *testing.T) {
 	exactSrc := threeSources(0.6, 0.3, 0.1)
-	src := make([]MixSource, len(exactSrc))
-	for i, s := range exactSrc {
-		src[i] = MixSource{Name: s.Name, Fingerprint: s.Fingerprint, Lengths: SliceLengths(s.Lengths), Weight: s.Weight}
-	}
+	src := asMixSources(exactSrc)
 	cfg := DefaultConfig()
 	cfg.BatchSize = 16
 	ref := mustMix(t, exactSrc, 7, 1, cfg, MixConfig{})

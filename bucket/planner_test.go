@@ -92,10 +92,7 @@ func TestPlannerChoice(t *testing.T) {
 // TestPlannerChoiceMixture: the same override for mixtures.
 func TestPlannerChoiceMixture(t *testing.T) {
 	exactSrc := threeSources(0.6, 0.3, 0.1)
-	src := make([]MixSource, len(exactSrc))
-	for i, s := range exactSrc {
-		src[i] = MixSource{Name: s.Name, Fingerprint: s.Fingerprint, Lengths: SliceLengths(s.Lengths), Weight: s.Weight}
-	}
+	src := asMixSources(exactSrc)
 	cfg := DefaultConfig()
 	cfg.BatchSize = 16
 	ctx := context.Background()
